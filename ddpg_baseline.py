@@ -88,8 +88,8 @@ class Args:
     """normalise observations by their running mean and std"""
     hidden_size: int = 256
     """width of the two hidden layers"""
-    tau: float = 0.9
-    """target update psi' <- tau psi' + (1 - tau) psi: tau weighs the OLD target (paper: 0.9; 0 for Pendulum)"""
+    tau: float = 0.0
+    """target update psi' <- tau psi' + (1 - tau) psi, tau weighs the OLD target (paper: 0 for Pendulum, 0.9 else)"""
     scaled: bool = False
     """scale reward, learning rates and RMSprop with dt (default: with the fixed --ref-dt, the paper's main figures)"""
     ref_dt: float = 0.01
@@ -216,7 +216,8 @@ def update(batch, qf, target_qf, actor, target_actor, optimizer, dt, gamma, rewa
         target = reward * reward_scale + (1 - terminated) * gamma**dt * target_qf(next_obs, target_actor(next_obs))
     td = q - target
     critic_objective = (td.detach() * q).mean()  # d/dpsi = mean(td dQ/dpsi) = Delta-psi
-    actor_objective = -qf(obs, policy_action).mean()  # -d/dphi = Delta-phi, the gradient of Q(s, pi(s))
+    policy_q = qf(obs, policy_action)
+    actor_objective = -policy_q.mean()  # -d/dphi = Delta-phi, the gradient of Q(s, pi(s))
     optimizer.zero_grad()
     actor_objective.backward()
     qf.zero_grad()  # Delta-psi comes from the critic objective only, as in the paper
@@ -224,9 +225,8 @@ def update(batch, qf, target_qf, actor, target_actor, optimizer, dt, gamma, rewa
     optimizer.step()  # psi and phi both updated from the same batch and parameters
     with torch.no_grad():  # psi' <- tau psi' + (1 - tau) psi, phi' likewise, after every gradient step
         for network, target_network in ((qf, target_qf), (actor, target_actor)):
-            torch._foreach_lerp_(list(target_network.net.parameters()), list(network.net.parameters()), 1 - tau)
-    action_gap = (q - qf(obs, policy_action)).abs().mean()
-    return torch.stack([(td**2).mean(), q.mean(), action_gap]).detach()
+            torch._foreach_lerp_(list(target_network.parameters()), list(network.parameters()), 1 - tau)
+    return torch.stack([(td**2).mean(), q.mean(), (q - policy_q).abs().mean()]).detach()
 
 
 def env_step(envs, action, action_low, action_high):

@@ -41,7 +41,10 @@ def bare_updates_per_second(script, seconds=10.0, obs_dim=3, action_dim=1, batch
             ).sum()
     else:
         qf = ddpg.QNetwork(obs_dim, action_dim, 256, normalizer)
-        target_qf, target_actor = ddpg.QNetwork(obs_dim, action_dim, 256, normalizer), dau.Actor(obs_dim, action_dim, 256, normalizer)
+        target_qf, target_actor = (
+            ddpg.QNetwork(obs_dim, action_dim, 256, normalizer),
+            dau.Actor(obs_dim, action_dim, 256, normalizer),
+        )
         networks = [qf, actor]
 
         def forward():  # Q(s,a), Q'(s',pi'(s')), Q(s,pi(s)) twice (the last for the logged action gap)

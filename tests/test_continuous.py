@@ -1,69 +1,17 @@
-"""dau_continuous.py and ddpg_baseline.py: update rules against the paper, exploration,
-replay, and the scripts end to end through their command line."""
+"""dau_continuous.py and ddpg_baseline.py: update rules against the paper, exploration, replay, learning."""
 
 import copy
-import csv
 import math
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from helpers import fixed_batch, flat, per_sample_gradient, read_evals, run_script
 
 import dau_continuous as dau
 import ddpg_baseline as ddpg
 from dt_wrappers import make_env
-
-ROOT = Path(__file__).resolve().parent.parent
-TINY = ["--num-envs", "4", "--num-eval-envs", "2", "--updates-per-round", "2", "--batch-size", "16",
-        "--time-limit", "0.5", "--eval-every", "1"]  # fmt: skip
-
-
-def run_script(script, *args, cwd, env=None, check=True, timeout=300):
-    result = subprocess.run(
-        [sys.executable, str(ROOT / script), *args],
-        cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
-    )  # fmt: skip
-    if check:
-        assert result.returncode == 0, result.stderr[-3000:]
-    return result
-
-
-def read_evals(cwd):
-    (evals,) = Path(cwd).glob("runs/*/evals.csv")
-    with open(evals) as file:
-        return list(csv.DictReader(file))
-
-
-@pytest.fixture
-def float64():
-    """Exact comparisons: TD errors are divided by dt, so float32 rounding would dominate."""
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(torch.float32)
-
-
-def fixed_batch(obs_dim=3, action_dim=2, n=8, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    obs, next_obs = torch.randn(n, obs_dim, generator=generator), torch.randn(n, obs_dim, generator=generator)
-    action = torch.rand(n, action_dim, generator=generator) * 2 - 1
-    reward = torch.randn(n, generator=generator)
-    terminated = (torch.arange(n) % 3 == 0).float()
-    return [obs, action, reward, terminated, next_obs]
-
-
-def per_sample_gradient(output, parameters):
-    return torch.cat([g.flatten() for g in torch.autograd.grad(output, parameters)])
-
-
-def flat(module):
-    return torch.cat([p.detach().flatten() for p in module.parameters()])
 
 
 @pytest.mark.parametrize("dt", [0.01, 0.001])
@@ -231,132 +179,6 @@ def test_the_update_bootstraps_on_truncation_but_not_on_termination():
         bootstrap = gamma**dt * value(next_obs)
     assert losses[1.0] == pytest.approx(q.item() ** 2, rel=1e-5)
     assert losses[0.0] == pytest.approx((q - bootstrap).item() ** 2, rel=1e-5)
-
-
-@pytest.mark.parametrize("script", ["dau_continuous.py", "ddpg_baseline.py"])
-@pytest.mark.parametrize(
-    "env_args,dt,total_time",
-    [
-        (["--env-id", "Pendulum-v1"], 0.05, 5.0),
-        (["--env-id", "HalfCheetah-v4", "--dt", "0.005", "--normalize-obs"], 0.005, 0.6),
-    ],
-)
-def test_smoke_writes_a_well_formed_evals_csv(script, env_args, dt, total_time, tmp_path):
-    result = run_script(script, *env_args, *TINY, "--total-time", str(total_time), "--save-model", cwd=tmp_path)
-    rows = read_evals(tmp_path)
-    assert list(rows[0]) == ["physical_time", "env_steps", "updates", "wall_time", "scaled_return"]
-    round_time = 4 * 10 * dt  # 4 envs x 10 steps
-    assert float(rows[-1]["physical_time"]) == pytest.approx(round_time * int(total_time / round_time + 1e-9))
-    assert all(math.isfinite(float(r["scaled_return"])) for r in rows)
-    assert int(rows[-1]["updates"]) == 2 * int(rows[-1]["env_steps"]) // 40
-    assert "scaled return" in result.stdout.splitlines()[-1]
-    (model,) = tmp_path.glob("runs/*/model.pt")
-    evaluation = run_script(script, "--eval-model", str(model), "--num-eval-envs", "2", cwd=tmp_path)
-    assert "mean scaled return" in evaluation.stdout
-
-
-@pytest.mark.parametrize("dt", [0.01, 0.002])
-@pytest.mark.parametrize(
-    "script,scaled", [("dau_continuous.py", True), ("ddpg_baseline.py", True), ("ddpg_baseline.py", False)]
-)
-def test_optimizer_follows_dt_or_the_reference_dt(script, scaled, dt, tmp_path):
-    args = ["--scaled"] if scaled and script == "ddpg_baseline.py" else []
-    run_script(script, "--dt", str(dt), *TINY, "--total-time", str(40 * dt), "--save-model",
-               "--learning-rate", "0.1", "--policy-learning-rate", "0.03", *args, cwd=tmp_path)  # fmt: skip
-    (model,) = tmp_path.glob("runs/*/model.pt")
-    groups = torch.load(model)["optimizer"]["param_groups"]
-    time_scale = dt if scaled else 0.01
-    assert [g["lr"] for g in groups] == pytest.approx([0.1 * time_scale, 0.03 * time_scale])
-    assert all(g["alpha"] == pytest.approx(1 - time_scale) and g["momentum"] == 0 for g in groups)
-
-
-@pytest.mark.parametrize("script", ["dau_continuous.py", "ddpg_baseline.py"])
-def test_same_seed_same_returns(script, tmp_path):
-    returns = []
-    for attempt in ("a", "b"):
-        (tmp_path / attempt).mkdir()
-        run_script(script, *TINY, "--dt", "0.01", "--total-time", "1.2", "--seed", "3", cwd=tmp_path / attempt)
-        returns.append([row["scaled_return"] for row in read_evals(tmp_path / attempt)])
-    assert returns[0] == returns[1] and len(set(returns[0])) > 1
-
-
-def test_sweep_agent_key_value_form_and_tracking_offline(tmp_path):
-    # What a W&B agent runs: --key=value pairs and --track (from ${args_no_boolean_flags}).
-    run_script("dau_continuous.py", "--env-id=Pendulum-v1", "--dt=0.01", "--seed=2", "--total-time=0.4",
-               "--num-envs=4", "--num-eval-envs=2", "--updates-per-round=2", "--batch-size=16", "--time-limit=0.5",
-               "--track", "--wandb-group=sweep", cwd=tmp_path, env={"WANDB_MODE": "offline"})  # fmt: skip
-    assert len(read_evals(tmp_path)) >= 2
-    assert list(tmp_path.glob("wandb/offline-run-*"))
-
-
-def test_tracking_without_an_api_key_says_how_to_fix_it(tmp_path):
-    env = {"WANDB_MODE": "online", "WANDB_API_KEY": "", "HOME": str(tmp_path), "NETRC": str(tmp_path / "none")}
-    result = run_script("dau_continuous.py", *TINY, "--total-time", "2", "--track", cwd=tmp_path, env=env, check=False)
-    assert result.returncode != 0 and "wandb login" in result.stderr and "WANDB_MODE=offline" in result.stderr
-    assert "Traceback" not in result.stderr
-
-
-@pytest.mark.parametrize("script", ["dau_continuous.py", "ddpg_baseline.py"])
-@pytest.mark.parametrize(
-    "args,message",
-    [
-        (["--dt", "0"], "dt must be a finite number of seconds > 0"),
-        (["--dt", "-0.01"], "dt must be a finite number of seconds > 0"),
-        (["--dt", "2"], "dt must be below 1 s"),
-        (["--num-envs", "0"], "--num-envs must be at least 1"),
-        (["--updates-per-round", "0"], "--updates-per-round must be at least 1"),
-        (["--batch-size", "512", "--buffer-size", "256"], "larger than --buffer-size"),
-        (["--total-time", "1"], "shorter than one round"),
-        (["--learning-rate", "nan"], "--learning-rate must be positive and finite"),
-        (["--gamma", "1.5"], "--gamma must be in"),
-        (["--env-id", "CartPole-v1"], "discrete actions: use d"),
-        (["--env-id", "NoSuchEnv-v0"], "NoSuchEnv"),
-        (["--env-id", "MountainCarContinuous-v0"], "cannot change the time step"),
-    ],
-)
-def test_bad_input_is_refused_before_any_work(script, args, message, tmp_path):
-    result = run_script(script, *args, cwd=tmp_path, check=False, timeout=60)
-    assert result.returncode != 0 and message in result.stderr and "Traceback" not in result.stderr
-    assert not (tmp_path / "runs").exists()
-
-
-def test_discrete_env_points_at_the_right_script(tmp_path):
-    assert (
-        "use dau_discrete.py"
-        in run_script("dau_continuous.py", "--env-id", "CartPole-v1", cwd=tmp_path, check=False).stderr
-    )
-    assert (
-        "use dqn_baseline.py"
-        in run_script("ddpg_baseline.py", "--env-id", "CartPole-v1", cwd=tmp_path, check=False).stderr
-    )
-
-
-def test_non_finite_loss_stops_the_run_and_says_where(tmp_path):
-    result = run_script("dau_continuous.py", *TINY, "--dt", "0.01", "--total-time", "2", "--learning-rate", "1e38",
-                        cwd=tmp_path, check=False)  # fmt: skip
-    assert result.returncode != 0 and "non-finite loss at update" in result.stderr and "physical time" in result.stderr
-    assert len(read_evals(tmp_path)) >= 1  # what was logged before is kept
-
-
-def test_the_cards_command_runs_and_ctrl_c_keeps_the_log(tmp_path):
-    """`python dau_continuous.py --env-id HalfCheetah-v4 --dt 0.005`, exactly, interrupted after its
-    first evaluation (a full run takes minutes): it ends cleanly and the evaluation stays on disk."""
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "dau_continuous.py"), "--env-id", "HalfCheetah-v4", "--dt", "0.005"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.time() + 240
-    while time.time() < deadline and process.poll() is None:
-        files = list(tmp_path.glob("runs/*/evals.csv"))
-        if files and len(files[0].read_text().splitlines()) >= 2:
-            break
-        time.sleep(0.5)
-    process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=120)
-    assert process.returncode == 0, stderr[-2000:]
-    assert "interrupted" in stdout and "HalfCheetah-v4__dau_continuous__dt0.005" in stdout
-    rows = read_evals(tmp_path)
-    assert rows[0]["physical_time"] == "0" and math.isfinite(float(rows[0]["scaled_return"]))
 
 
 def test_dau_learns_pendulum_at_dt_0_01(tmp_path):

@@ -1,0 +1,388 @@
+"""DQN, the discrete-action baseline of Tallec, Blier & Ollivier, ICML 2019 (supplementary Alg. "DQN").
+
+A Q-network over all actions with a target network; the policy is argmax_a Q(s, a).
+The discount is always gamma**dt. Two variants: "unscaled" (default, the paper's
+main figures) uses reward r*dt0, learning rate alpha*dt0 and RMSprop smoothing 1-dt0
+for a fixed reference dt0 = --ref-dt, whatever dt; --scaled uses dt instead of dt0.
+Compare with dau_discrete.py: `diff dqn_baseline.py dau_discrete.py` shows what DAU changes.
+
+    python dqn_baseline.py                        # CartPole-v1, native dt
+    python dqn_baseline.py --env-id Acrobot-v1 --dt 0.01
+    python dqn_baseline.py --dt 0.001 --exploration epsilon   # watch epsilon-greedy collapse
+    python dqn_baseline.py --eval-model runs/<run_name>/model.pt
+
+Writes runs/<run_name>/evals.csv (scaled return vs physical time); --track logs to W&B.
+"""
+
+import copy
+import csv
+import math
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from rich.progress import BarColumn, Progress, TextColumn
+
+from dt_wrappers import check_dt, make_env
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment (part of the run name)"""
+    seed: int = 1
+    """seed of the experiment (torch, numpy, random, environments)"""
+    cpu: bool = False
+    """run on the CPU even when a GPU is available"""
+    track: bool = False
+    """log the run to Weights & Biases"""
+    wandb_project_name: str = "dau"
+    """the W&B project"""
+    wandb_entity: str | None = None
+    """the W&B entity (team or user); None: your default"""
+    wandb_group: str | None = None
+    """the W&B group, e.g. one sweep"""
+    save_model: bool = False
+    """save the networks, the normaliser and the args to runs/<run_name>/model.pt"""
+    eval_model: str | None = None
+    """evaluate a model.pt saved by --save-model (at its env and dt) instead of training"""
+    env_id: str = "CartPole-v1"
+    """a discrete-action environment supported by dt_wrappers"""
+    dt: float | None = None
+    """time step in seconds; None: the environment's native step"""
+    total_time: float = 1800.0
+    """training budget in physical seconds of interaction, summed over all training envs (the paper's x axis)"""
+    time_limit: float | None = None
+    """episode length in physical seconds; None: the environment's native duration"""
+    num_envs: int = 256
+    """parallel training environments"""
+    num_eval_envs: int = 8
+    """evaluation environments (one deterministic episode each)"""
+    eval_every: float = 300.0
+    """physical seconds of training between evaluations"""
+    steps_per_round: int = 10
+    """environment steps per round, in every env (paper: nb_steps)"""
+    updates_per_round: int = 50
+    """gradient steps per round (paper: nb_learn)"""
+    batch_size: int = 256
+    """transitions per gradient step (paper: N)"""
+    buffer_size: int = 1_000_000
+    """replay buffer capacity in transitions"""
+    gamma: float = 0.8
+    """discount per physical second; a step is discounted by gamma**dt"""
+    learning_rate: float = 0.1
+    """alpha_Q: the critic learning rate is alpha * dt0 (alpha * dt with --scaled)"""
+    exploration: Literal["ou", "epsilon"] = "ou"
+    """ou: argmax of the Q-values plus an OU process (Sec. 4.2); epsilon: epsilon-greedy (collapses as dt -> 0)"""
+    epsilon: float = 0.1
+    """probability of a uniformly random action per step, with --exploration epsilon"""
+    ou_kappa: float = 7.5
+    """stiffness of the Ornstein-Uhlenbeck exploration noise (per second)"""
+    ou_sigma: float = 1.5
+    """scale of the Ornstein-Uhlenbeck exploration noise (per sqrt(second))"""
+    normalize_obs: bool = False
+    """normalise observations by their running mean and std"""
+    hidden_size: int = 256
+    """width of the two hidden layers"""
+    tau: float = 0.0
+    """target update psi' <- tau psi' + (1 - tau) psi, tau weighs the OLD target (paper: 0 for CartPole, 0.9 else)"""
+    scaled: bool = False
+    """scale reward, learning rates and RMSprop with dt (default: with the fixed --ref-dt, the paper's main figures)"""
+    ref_dt: float = 0.01
+    """dt0, the reference time step of the unscaled variant"""
+
+
+def check_args(args, dt):
+    """Refuse arguments that cannot give a meaningful run, before any work."""
+    check_dt(dt)
+    check_dt(args.ref_dt)
+    if not 0 <= args.tau < 1:
+        raise ValueError(f"--tau must be in [0, 1), got {args.tau}")
+    for name in ("num_envs", "num_eval_envs", "steps_per_round", "updates_per_round", "batch_size", "buffer_size"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.batch_size > args.buffer_size:
+        raise ValueError(f"--batch-size ({args.batch_size}) is larger than --buffer-size ({args.buffer_size})")
+    round_time = args.num_envs * args.steps_per_round * dt
+    if not args.total_time >= round_time:
+        raise ValueError(f"--total-time {args.total_time} s is shorter than one round ({round_time:g} s)")
+    if not 0 < args.gamma <= 1:
+        raise ValueError(f"--gamma must be in (0, 1], got {args.gamma}")
+    if not 0 <= args.epsilon <= 1:
+        raise ValueError(f"--epsilon must be in [0, 1], got {args.epsilon}")
+    for name in ("eval_every", "hidden_size", "learning_rate", "ou_kappa", "ou_sigma"):
+        if not 0 < getattr(args, name) < math.inf:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive and finite, got {getattr(args, name)}")
+
+
+def mlp(inputs, outputs, hidden_size):
+    # The paper's network (appendix "Global hyperparameters").
+    return nn.Sequential(
+        nn.Linear(inputs, hidden_size), nn.LayerNorm(hidden_size), nn.ReLU(),
+        nn.Linear(hidden_size, hidden_size), nn.LayerNorm(hidden_size), nn.ReLU(),
+        nn.Linear(hidden_size, outputs),
+    )  # fmt: skip
+
+
+class Normalizer(nn.Module):
+    """Running mean and std of every observation seen; the identity until updated."""
+
+    def __init__(self, obs_dim):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(()))
+        self.register_buffer("mean", torch.zeros(obs_dim))
+        self.register_buffer("var", torch.ones(obs_dim))
+
+    def update(self, obs):
+        # Merge the batch's moments into the running ones (Chan et al.), on device, no sync.
+        batch_count, batch_mean = obs.shape[0], obs.mean(0)
+        delta, total = batch_mean - self.mean, self.count + batch_count
+        merged_squares = self.var * self.count + obs.var(0, unbiased=False) * batch_count
+        self.var.copy_((merged_squares + delta**2 * self.count * batch_count / total) / total)
+        self.mean.add_(delta * batch_count / total)
+        self.count.copy_(total)
+
+    def forward(self, obs):
+        return (obs - self.mean) / self.var.sqrt().clamp_min(1e-4)
+
+
+class QNetwork(nn.Module):
+    """Q_psi(s, .) for all actions."""
+
+    def __init__(self, obs_dim, num_actions, hidden_size, normalizer):
+        super().__init__()
+        self.normalizer, self.net = normalizer, mlp(obs_dim, num_actions, hidden_size)
+
+    def forward(self, obs):
+        return self.net(self.normalizer(obs))
+
+
+class OUNoise:
+    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (eq. orn_uhl), one per env,
+    started from its stationary law N(0, sigma^2 / (2 kappa)) and never reset."""
+
+    def __init__(self, shape, kappa, sigma, dt, device):
+        self.kappa, self.sigma, self.dt = kappa, sigma, dt
+        self.z = torch.randn(shape, device=device) * sigma / math.sqrt(2 * kappa)
+
+    def step(self):
+        self.z += -self.kappa * self.z * self.dt + self.sigma * math.sqrt(self.dt) * torch.randn_like(self.z)
+        return self.z
+
+
+class ReplayBuffer:
+    """Ring buffer of (s, a, r, terminated, s') on the training device."""
+
+    def __init__(self, capacity, obs_dim, device):
+        self.capacity, self.size, self.position = capacity, 0, 0
+        self.fields = [torch.zeros((capacity, dim), device=device) for dim in (obs_dim, 1, 1, 1, obs_dim)]
+
+    def add(self, *transition):
+        rows = torch.arange(self.position, self.position + len(transition[0])) % self.capacity
+        for field, values in zip(self.fields, transition, strict=True):
+            field[rows] = torch.as_tensor(values, dtype=torch.float32, device=field.device).reshape(len(rows), -1)
+        self.position = (self.position + len(rows)) % self.capacity
+        self.size = min(self.size + len(rows), self.capacity)
+
+    def sample(self, num_batches, batch_size):
+        """`num_batches` batches in one gather: (obs, action, reward, terminated, next_obs)."""
+        index = torch.randint(self.size, (num_batches, batch_size), device=self.fields[0].device)
+        obs, action, reward, terminated, next_obs = (field[index] for field in self.fields)
+        return obs, action.long(), reward.squeeze(-1), terminated.squeeze(-1), next_obs
+
+
+TRAINING_STATS = ("losses/td", "values/q", "values/action_gap")  # what update() returns
+
+
+def update(batch, qf, target_qf, optimizer, dt, gamma, reward_scale, tau):
+    """One gradient step of Alg. "DQN". Returns (TD loss, mean Q, mean |Q(s,a) - max Q(s,.)|), no host sync."""
+    obs, action, reward, terminated, next_obs = batch
+    q_values = qf(obs)
+    q = q_values.gather(1, action).squeeze(1)  # Q^i = Q_psi(s, a)
+    with torch.no_grad():  # Q~^i = r + (1-d) gamma max_a' Q_psi'(s', a'), reward r*dt0 (or r*dt), gamma**dt
+        target = reward * reward_scale + (1 - terminated) * gamma**dt * target_qf(next_obs).max(1).values
+    td = q - target
+    critic_objective = (td.detach() * q).mean()  # d/dpsi = mean(td dQ/dpsi) = Delta-psi
+    optimizer.zero_grad()
+    critic_objective.backward()
+    optimizer.step()
+    with torch.no_grad():  # psi' <- tau psi' + (1 - tau) psi, after every gradient step
+        torch._foreach_lerp_(list(target_qf.parameters()), list(qf.parameters()), 1 - tau)
+    return torch.stack([(td**2).mean(), q.mean(), (q - q_values.max(1).values).abs().mean()]).detach()
+
+
+def explore(values, noise, exploration, epsilon):
+    """pi_explore: argmax_a (values[a] + z[a]), z an OU process with one component per action (Sec. 4.2);
+    or epsilon-greedy, which tends to a deterministic policy as dt -> 0 (Theorem on epsilon-greedy)."""
+    if exploration == "ou":
+        return (values + noise.step()).argmax(-1)
+    random_action = torch.randint_like(values[..., 0], values.shape[-1], dtype=torch.long)
+    explore_now = torch.rand_like(values[..., 0]) < epsilon
+    return torch.where(explore_now, random_action, values.argmax(-1))
+
+
+def env_step(envs, action):
+    """Step the envs. Returns the next observations, the rewards, the termination flags and the
+    transitions' true next observations: at a time-limit truncation the last observation of the
+    episode, so that the update bootstraps through it.
+    (The official code treats truncation as termination; only termination stops bootstrapping.)"""
+    next_obs, reward, terminated, _, infos = envs.step(action)
+    real_next_obs = next_obs.copy()
+    if "_final_obs" in infos:
+        real_next_obs[infos["_final_obs"]] = np.stack(infos["final_obs"][infos["_final_obs"]])
+    return next_obs, reward, terminated, real_next_obs
+
+
+def evaluate(qf, eval_envs, device):
+    """Mean scaled return of one greedy episode (argmax_a Q(s, a)) in each evaluation env."""
+    obs, _ = eval_envs.reset()
+    returns = np.full(eval_envs.num_envs, np.nan)
+    while np.isnan(returns).any():
+        with torch.no_grad():
+            action = qf(torch.as_tensor(obs, dtype=torch.float32, device=device)).argmax(-1).cpu().numpy()
+        obs, _, _, _, infos = eval_envs.step(action)
+        if "final_info" in infos:
+            finished = infos["final_info"]["_episode"] & np.isnan(returns)
+            returns[finished] = infos["final_info"]["episode"]["r"][finished]
+    return float(returns.mean())
+
+
+def make_vector_env(args, dt, num_envs, seed):
+    thunks = [lambda i=i: make_env(args.env_id, dt, args.time_limit, seed + i) for i in range(num_envs)]
+    return gym.vector.SyncVectorEnv(thunks, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
+    if args.eval_model:  # evaluate a saved model in the env and at the dt it was trained with
+        checkpoint = torch.load(args.eval_model, map_location=device)
+        for name in ("env_id", "dt", "time_limit", "hidden_size"):
+            setattr(args, name, checkpoint["args"][name])
+    try:  # refuse bad input before any work
+        probe = make_env(args.env_id, dt=args.dt, time_limit=args.time_limit)
+        if not isinstance(probe.action_space, gym.spaces.Discrete):
+            raise ValueError(f"{args.env_id} has continuous actions: use ddpg_baseline.py")
+        dt = probe.get_wrapper_attr("dt")
+        check_args(args, dt)
+    except (ValueError, gym.error.Error) as error:
+        sys.exit(f"error: {error}")
+    run_name = f"{args.env_id}__{args.exp_name}__dt{dt:g}__{args.seed}__{int(time.time())}"
+    if args.track:
+        import wandb
+
+        try:
+            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, group=args.wandb_group,
+                       name=run_name, config=vars(args), save_code=True)  # fmt: skip
+        except wandb.errors.UsageError as error:
+            sys.exit(f"error: W&B: {error}. Run `wandb login`, or set WANDB_MODE=offline to log locally.")
+        wandb.define_metric("physical_time")
+        wandb.define_metric("*", step_metric="physical_time")  # the paper's x axis
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.use_deterministic_algorithms(device.type == "cpu")
+
+    eval_envs = make_vector_env(args, dt, args.num_eval_envs, args.seed + args.num_envs)
+    obs_dim, num_actions = probe.observation_space.shape[0], int(probe.action_space.n)
+    normalizer = Normalizer(obs_dim).to(device)
+    qf = QNetwork(obs_dim, num_actions, args.hidden_size, normalizer).to(device)
+    networks = {"normalizer": normalizer, "qf": qf}
+    if args.eval_model:
+        for name, network in networks.items():
+            network.load_state_dict(checkpoint[name])
+        scaled_return = evaluate(qf, eval_envs, device)
+        print(f"{args.eval_model}: mean scaled return {scaled_return:.2f} over {args.num_eval_envs} episodes")
+        sys.exit(0)
+    target_qf = copy.deepcopy(qf)
+    target_qf.normalizer = normalizer  # the target sees the current normalisation
+    # RMSprop without momentum; unscaled: reward r*dt0, learning rates alpha * dt0, smoothing 1 - dt0 (appendix).
+    time_scale = dt if args.scaled else args.ref_dt
+    optimizer = torch.optim.RMSprop(
+        [{"params": qf.parameters(), "lr": args.learning_rate * time_scale}],
+        alpha=1 - time_scale, momentum=0,
+    )  # fmt: skip
+    envs = make_vector_env(args, dt, args.num_envs, args.seed)
+    buffer = ReplayBuffer(args.buffer_size, obs_dim, device)
+    noise = OUNoise((args.num_envs, num_actions), args.ou_kappa, args.ou_sigma, dt, device)
+
+    run_dir = os.path.join("runs", run_name)
+    os.makedirs(run_dir, exist_ok=True)
+    evals_file = open(os.path.join(run_dir, "evals.csv"), "w", newline="")
+    evals_csv = csv.writer(evals_file)
+    evals_csv.writerow(["physical_time", "env_steps", "updates", "wall_time", "scaled_return"])
+    round_time = args.num_envs * args.steps_per_round * dt  # physical seconds of interaction per round
+    num_rounds = int(args.total_time / round_time + 1e-9)
+    physical_time, env_steps, updates, next_eval, next_log, last_eval = 0.0, 0, 0, 0.0, 0.0, float("nan")
+    start = time.time()
+
+    def log_eval():
+        global last_eval
+        last_eval = evaluate(qf, eval_envs, device)
+        wall_time = time.time() - start
+        evals_csv.writerow([f"{physical_time:.6g}", env_steps, updates, f"{wall_time:.2f}", f"{last_eval:.4f}"])
+        evals_file.flush()
+        progress.console.print(f"physical time {physical_time:8.1f} s   scaled return {last_eval:9.2f}")
+        if args.track:
+            wandb.log({"physical_time": physical_time, "eval/scaled_return": last_eval, "env_steps": env_steps})
+
+    obs, _ = envs.reset(seed=args.seed)
+    columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
+               TextColumn("eval {task.fields[last_eval]:.1f}"), TextColumn("{task.fields[sps]:.0f} SPS")]  # fmt: skip
+    with Progress(*columns, disable=not sys.stdout.isatty()) as progress:
+        task = progress.add_task("physical time", total=num_rounds * round_time, last_eval=last_eval, sps=0)
+        try:
+            for _ in range(num_rounds):
+                if physical_time >= next_eval:
+                    log_eval()
+                    next_eval += args.eval_every
+                for _ in range(args.steps_per_round):  # Alg. lines "for j = 1, nb_steps"
+                    obs_tensor = torch.as_tensor(obs, dtype=torch.float32, device=device)
+                    if args.normalize_obs:
+                        normalizer.update(obs_tensor)
+                    with torch.no_grad():  # a = argmax_a (Q(s, a) + z[a]) (Sec. 4.2)
+                        action = explore(qf(obs_tensor), noise, args.exploration, args.epsilon).cpu().numpy()
+                    next_obs, reward, terminated, real_next_obs = env_step(envs, action)
+                    buffer.add(obs, action, reward, terminated, real_next_obs)
+                    obs = next_obs
+                physical_time += round_time
+                env_steps += args.num_envs * args.steps_per_round
+                batches = buffer.sample(args.updates_per_round, args.batch_size)
+                stats = torch.stack(
+                    [update([field[k] for field in batches], qf, target_qf, optimizer, dt,
+                            args.gamma, time_scale, args.tau)
+                     for k in range(args.updates_per_round)]
+                ).cpu()  # fmt: skip
+                if not torch.isfinite(stats).all():
+                    first = updates + int((~torch.isfinite(stats)).any(1).nonzero()[0])
+                    sys.exit(f"error: non-finite loss at update {first} (physical time {physical_time:.1f} s)")
+                updates += args.updates_per_round
+                sps = env_steps / (time.time() - start)
+                progress.update(task, completed=physical_time, last_eval=last_eval, sps=sps)
+                if args.track and physical_time >= next_log:
+                    training = dict(zip(TRAINING_STATS, stats.mean(0).tolist(), strict=True))
+                    updates_per_second = updates / (time.time() - start)
+                    wandb.log({"physical_time": physical_time, **training, "charts/SPS": sps,
+                               "charts/updates_per_second": updates_per_second})  # fmt: skip
+                    next_log += args.eval_every / 10
+            log_eval()
+        except KeyboardInterrupt:
+            progress.console.print("interrupted: keeping what was logged")
+    evals_file.close()
+    if args.save_model:
+        checkpoint = {"args": vars(args), "optimizer": optimizer.state_dict()}
+        checkpoint |= {name: network.state_dict() for name, network in networks.items()}
+        torch.save(checkpoint, f"{run_dir}/model.pt")
+    print(f"{run_name}: scaled return {last_eval:.2f} after {physical_time:g} physical s "
+          f"({env_steps} env steps, {updates} updates, {time.time() - start:.0f} s wall) -> {run_dir}")  # fmt: skip
+    if args.track:
+        wandb.finish()

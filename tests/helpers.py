@@ -1,0 +1,46 @@
+"""Helpers shared by the test files: running the scripts, reading their output, exact gradients."""
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--num-envs", "4", "--num-eval-envs", "2", "--updates-per-round", "2", "--batch-size", "16",
+        "--time-limit", "0.5", "--eval-every", "1"]  # fmt: skip
+
+
+def run_script(script, *args, cwd, env=None, check=True, timeout=300):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / script), *args],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def read_evals(cwd):
+    (evals,) = Path(cwd).glob("runs/*/evals.csv")
+    with open(evals) as file:
+        return list(csv.DictReader(file))
+
+
+def fixed_batch(obs_dim=3, action_dim=2, n=8, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    obs, next_obs = torch.randn(n, obs_dim, generator=generator), torch.randn(n, obs_dim, generator=generator)
+    action = torch.rand(n, action_dim, generator=generator) * 2 - 1
+    reward = torch.randn(n, generator=generator)
+    terminated = (torch.arange(n) % 3 == 0).float()
+    return [obs, action, reward, terminated, next_obs]
+
+
+def per_sample_gradient(output, parameters):
+    return torch.cat([g.flatten() for g in torch.autograd.grad(output, parameters)])
+
+
+def flat(module):
+    return torch.cat([p.detach().flatten() for p in module.parameters()])

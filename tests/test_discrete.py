@@ -1,0 +1,171 @@
+"""dau_discrete.py and dqn_baseline.py: update rules against the paper, the max-normalised
+advantage, exploration in physical time (and epsilon-greedy's collapse), replay, learning."""
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from helpers import flat, per_sample_gradient, read_evals, run_script
+
+import dau_discrete as dau
+import dqn_baseline as dqn
+from dt_wrappers import make_env
+
+
+def discrete_batch(obs_dim=4, num_actions=3, n=8, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    obs, next_obs = torch.randn(n, obs_dim, generator=generator), torch.randn(n, obs_dim, generator=generator)
+    action = torch.randint(num_actions, (n, 1), generator=generator)
+    return [obs, action, torch.randn(n, generator=generator), (torch.arange(n) % 3 == 0).double(), next_obs]
+
+
+@pytest.mark.parametrize("dt", [0.01, 0.001])
+def test_dau_update_applies_the_papers_deltas(dt, float64):
+    """Alg. 1: Q = V(s) + dt (Abar(s,a) - max_a' Abar(s,a')), Q~ = r dt + (1-d) gamma^dt V(s'),
+    Delta-theta = mean((Q - Q~) dV/dtheta) / dt, Delta-psi = mean((Q - Q~) d(Abar(s,a) - max Abar)/dpsi) / dt."""
+    torch.manual_seed(0)
+    gamma, normalizer = 0.8, dau.Normalizer(4)
+    value, advantage = dau.Value(4, 16, normalizer), dau.Advantage(4, 3, 16, normalizer)
+    batch = discrete_batch()
+    v0, a0 = copy.deepcopy(value), copy.deepcopy(advantage)
+    expected_theta, expected_psi = 0, 0
+    for obs, action, reward, terminated, next_obs in zip(*batch, strict=True):
+        with torch.no_grad():
+            target = reward * dt + (1 - terminated) * gamma**dt * v0(next_obs[None])
+        advantages = a0(obs[None])[0]
+        advantage_taken = advantages[action.item()] - advantages.max()
+        td = (v0(obs[None]) + dt * advantage_taken - target).item()
+        expected_theta += td * per_sample_gradient(v0(obs[None]).sum(), list(v0.parameters())) / dt
+        expected_psi += td * per_sample_gradient(advantage_taken, list(a0.parameters())) / dt
+    n = len(batch[0])
+    dau.update(
+        batch, value, advantage, torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0), dt, gamma
+    )
+    torch.testing.assert_close(flat(v0) - flat(value), expected_theta / n, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(flat(a0) - flat(advantage), expected_psi / n, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("reward_scale", [0.01, 0.001])
+def test_dqn_update_applies_the_papers_deltas(reward_scale, float64):
+    """Alg. "DQN": Q~ = r dt0 + (1-d) gamma^dt max_a' Q'(s', a'), Delta-psi = mean((Q - Q~) dQ(s,a)/dpsi),
+    then psi' <- tau psi' + (1 - tau) psi."""
+    torch.manual_seed(0)
+    gamma, dt, tau, normalizer = 0.8, 0.002, 0.9, dqn.Normalizer(4)
+    qf, target_qf = dqn.QNetwork(4, 3, 16, normalizer), dqn.QNetwork(4, 3, 16, normalizer)
+    batch = discrete_batch()
+    q0, tq0 = copy.deepcopy(qf), copy.deepcopy(target_qf)
+    expected_psi = 0
+    for obs, action, reward, terminated, next_obs in zip(*batch, strict=True):
+        with torch.no_grad():
+            target = reward * reward_scale + (1 - terminated) * gamma**dt * tq0(next_obs[None]).max()
+        q = q0(obs[None])[0, action.item()]
+        expected_psi += (q - target).item() * per_sample_gradient(q, list(q0.parameters()))
+    dqn.update(batch, qf, target_qf, torch.optim.SGD(qf.parameters(), lr=1.0), dt, gamma, reward_scale, tau)
+    torch.testing.assert_close(flat(q0) - flat(qf), expected_psi / len(batch[0]), rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(flat(target_qf), tau * flat(tq0) + (1 - tau) * flat(qf))
+
+
+def test_advantage_is_max_normalised():
+    """max_a A(s, a) = 0 (eq. max_A): the greedy action has zero advantage and Q(s, greedy) = V(s)."""
+    torch.manual_seed(1)
+    normalizer = dau.Normalizer(4)
+    value, advantage = dau.Value(4, 32, normalizer), dau.Advantage(4, 3, 32, normalizer)
+    obs = torch.randn(64, 4)
+    greedy = advantage(obs).argmax(-1, keepdim=True).detach()
+    zero = torch.zeros(64)
+    frozen = torch.optim.SGD(value.parameters(), lr=0.0)
+    td_loss, _, mean_abs_advantage = dau.update([obs, greedy, zero, zero + 1, obs], value, advantage, frozen, 0.01, 0.8)
+    assert mean_abs_advantage == 0
+    with torch.no_grad():
+        assert td_loss.item() == pytest.approx((value(obs) ** 2).mean().item(), rel=1e-5)
+    other = (greedy + 1) % 3
+    assert dau.update([obs, other, zero, zero + 1, obs], value, advantage, frozen, 0.01, 0.8)[2] > 0
+
+
+@pytest.mark.parametrize("module", [dau, dqn])
+def test_ou_exploration_has_a_physical_time_limit(module):
+    """What moves the state is the action averaged over physical time. Over a 0.2 s window, its spread
+    across runs is the same at dt 0.01 and 0.001 under argmax_a (values[a] + z[a]) with an OU process per
+    action (measured 0.342 and 0.343), and shrinks like sqrt(dt) under epsilon-greedy (0.068 and 0.022):
+    the law of large numbers behind the paper's theorem on epsilon-greedy."""
+    spreads = {}
+    for dt in (0.01, 0.001):
+        torch.manual_seed(0)
+        values = torch.zeros(4000, 2)
+        noise = module.OUNoise(values.shape, 7.5, 1.5, dt, "cpu")
+        steps = round(0.2 / dt)
+        ou = torch.stack([module.explore(values, noise, "ou", 0.0) for _ in range(steps)]).float().mean(0)
+        epsilon = torch.stack([module.explore(values, noise, "epsilon", 0.2) for _ in range(steps)]).float().mean(0)
+        spreads[dt] = ou.std().item(), epsilon.std().item()
+    assert spreads[0.001][0] == pytest.approx(spreads[0.01][0], rel=0.1) and spreads[0.01][0] > 0.2
+    assert spreads[0.001][1] == pytest.approx(spreads[0.01][1] / 10**0.5, rel=0.15)
+
+
+def final_spread(exploration, dt, num_envs=200, duration=0.3):
+    """Std over runs of the cart velocity after `duration` s of pushes that prefer 'left'
+    (values [0.2, 0]), perturbed by the script's exploration."""
+    torch.manual_seed(0)
+    envs = [make_env("CartPole-v1", dt=dt, seed=i) for i in range(num_envs)]
+    for env in envs:
+        env.reset()
+    values = torch.tensor([0.2, 0.0]).repeat(num_envs, 1)
+    noise = dau.OUNoise(values.shape, 7.5, 1.5, dt, "cpu")
+    for _ in range(round(duration / dt)):
+        actions = dau.explore(values, noise, exploration, 0.5).tolist()
+        for env, action in zip(envs, actions, strict=True):
+            env.unwrapped.step(action)  # raw dynamics: no termination bookkeeping needed within 0.3 s
+    return np.std([env.unwrapped.state[1] for env in envs])
+
+
+@pytest.mark.filterwarnings("ignore:.*already returned terminated")
+def test_epsilon_greedy_collapses_as_dt_shrinks_but_ou_exploration_does_not():
+    """The paper's theorem on epsilon-greedy (Sec. 4.2): as dt -> 0 its trajectories tend to a
+    deterministic limit, so the spread of states reached after a fixed physical time shrinks (like
+    sqrt(dt)); under OU exploration of the action values it stays (measured: epsilon 0.65 -> 0.11,
+    OU 1.61 -> 1.69 for dt 0.02 -> 0.0005)."""
+    epsilon = {dt: final_spread("epsilon", dt) for dt in (0.02, 0.0005)}
+    ou = {dt: final_spread("ou", dt) for dt in (0.02, 0.0005)}
+    assert epsilon[0.0005] < 0.3 * epsilon[0.02]
+    assert ou[0.0005] == pytest.approx(ou[0.02], rel=0.25)
+    assert ou[0.0005] > 5 * epsilon[0.0005]
+
+
+def test_truncation_keeps_the_final_observation_and_termination_is_flagged():
+    envs = gym.vector.SyncVectorEnv(
+        [lambda: make_env("CartPole-v1", dt=0.01, time_limit=0.05)] * 2,
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    envs.reset(seed=0)
+    action = np.array([0, 1])
+    for _ in range(5):
+        next_obs, _, terminated, real_next_obs = dau.env_step(envs, action)
+    assert not terminated.any()
+    for i in range(2):
+        alone = make_env("CartPole-v1", dt=0.01, time_limit=0.05)
+        alone.reset(seed=i)
+        for _ in range(5):
+            last_obs, *_ = alone.step(action[i])
+        np.testing.assert_array_equal(real_next_obs[i], last_obs)
+        assert not np.array_equal(next_obs[i], last_obs)
+    falling = gym.vector.SyncVectorEnv(
+        [lambda: make_env("CartPole-v1", dt=0.01)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+    )
+    falling.reset(seed=0)
+    for _ in range(500):  # always pushing left, the pole falls within a few seconds
+        _, _, terminated, _ = dqn.env_step(falling, np.array([0]))
+        if terminated.any():
+            break
+    assert terminated.all()
+
+
+def test_dau_learns_cartpole_at_dt_0_01(tmp_path):
+    """The issue's criterion: a mean scaled return of at least 400 (of 500, the 10 s episode) within
+    1800 physical seconds (measured: 500 by 1229 s at dt 0.02; see the closing notes for dt 0.01)."""
+    run_script(
+        "dau_discrete.py", "--dt", "0.01", "--total-time", "1800", "--eval-every", "600", cwd=tmp_path, timeout=900
+    )
+    rows = read_evals(tmp_path)
+    assert float(rows[0]["scaled_return"]) < 100
+    assert float(rows[-1]["physical_time"]) <= 1800 and float(rows[-1]["scaled_return"]) >= 400

@@ -1,0 +1,177 @@
+"""The four scripts end to end through their command line: outputs, optimizer scalings, seeds,
+the W&B sweep-agent form, bad input, interruption."""
+
+import dataclasses
+import importlib
+import math
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from helpers import ROOT, TINY, read_evals, run_script
+
+CONTINUOUS, DISCRETE = ["dau_continuous.py", "ddpg_baseline.py"], ["dau_discrete.py", "dqn_baseline.py"]
+SCRIPTS = CONTINUOUS + DISCRETE
+# script -> (an env of its action type at dt 0.01, the other type's env, the script it should point to)
+ACTION_TYPES = {
+    "dau_continuous.py": (["--env-id", "Pendulum-v1"], "CartPole-v1", "dau_discrete.py"),
+    "ddpg_baseline.py": (["--env-id", "Pendulum-v1"], "CartPole-v1", "dqn_baseline.py"),
+    "dau_discrete.py": (["--env-id", "CartPole-v1"], "Pendulum-v1", "dau_continuous.py"),
+    "dqn_baseline.py": (["--env-id", "CartPole-v1"], "Pendulum-v1", "ddpg_baseline.py"),
+}
+
+
+@pytest.mark.parametrize(
+    "script,env_args,dt,total_time",
+    [(script, ["--env-id", "Pendulum-v1"], 0.05, 5.0) for script in CONTINUOUS]
+    + [
+        (script, ["--env-id", "HalfCheetah-v4", "--dt", "0.005", "--normalize-obs"], 0.005, 0.6)
+        for script in CONTINUOUS
+    ]
+    + [(script, ["--env-id", "CartPole-v1"], 0.02, 2.0) for script in DISCRETE]
+    + [(script, ["--env-id", "Acrobot-v1", "--dt", "0.05", "--normalize-obs"], 0.05, 5.0) for script in DISCRETE],
+)
+def test_smoke_writes_a_well_formed_evals_csv(script, env_args, dt, total_time, tmp_path):
+    result = run_script(script, *env_args, *TINY, "--total-time", str(total_time), "--save-model", cwd=tmp_path)
+    rows = read_evals(tmp_path)
+    assert list(rows[0]) == ["physical_time", "env_steps", "updates", "wall_time", "scaled_return"]
+    round_time = 4 * 10 * dt  # 4 envs x 10 steps
+    assert float(rows[-1]["physical_time"]) == pytest.approx(round_time * int(total_time / round_time + 1e-9))
+    assert all(math.isfinite(float(r["scaled_return"])) for r in rows)
+    assert int(rows[-1]["updates"]) == 2 * int(rows[-1]["env_steps"]) // 40
+    assert "scaled return" in result.stdout.splitlines()[-1]
+    (model,) = tmp_path.glob("runs/*/model.pt")
+    evaluation = run_script(script, "--eval-model", str(model), "--num-eval-envs", "2", cwd=tmp_path)
+    assert "mean scaled return" in evaluation.stdout
+
+
+@pytest.mark.parametrize("dt", [0.01, 0.002])
+@pytest.mark.parametrize(
+    "script,scaled",
+    [("dau_continuous.py", True), ("ddpg_baseline.py", True), ("ddpg_baseline.py", False),
+     ("dau_discrete.py", True), ("dqn_baseline.py", True), ("dqn_baseline.py", False)],
+)  # fmt: skip
+def test_optimizer_follows_dt_or_the_reference_dt(script, scaled, dt, tmp_path):
+    """DAU: lr alpha dt, RMSprop smoothing 1 - dt; unscaled baselines: dt0 = 0.01 instead of dt."""
+    args = ["--scaled"] if scaled and script.endswith("baseline.py") else []
+    policy = ["--policy-learning-rate", "0.03"] if script in CONTINUOUS else []
+    env_args = ACTION_TYPES[script][0]
+    run_script(script, *env_args, "--dt", str(dt), *TINY, "--total-time", str(40 * dt), "--save-model",
+               "--learning-rate", "0.1", *policy, *args, cwd=tmp_path)  # fmt: skip
+    (model,) = tmp_path.glob("runs/*/model.pt")
+    groups = torch.load(model)["optimizer"]["param_groups"]
+    time_scale = dt if scaled else 0.01
+    expected = [0.1 * time_scale, 0.03 * time_scale] if script in CONTINUOUS else [0.1 * time_scale]
+    assert [g["lr"] for g in groups] == pytest.approx(expected)
+    assert all(g["alpha"] == pytest.approx(1 - time_scale) and g["momentum"] == 0 for g in groups)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_same_seed_same_returns(script, tmp_path):
+    returns = []
+    for attempt in ("a", "b"):
+        (tmp_path / attempt).mkdir()
+        run_script(script, *ACTION_TYPES[script][0], *TINY, "--dt", "0.01", "--total-time", "1.2", "--seed", "3",
+                   cwd=tmp_path / attempt)  # fmt: skip
+        returns.append([row["scaled_return"] for row in read_evals(tmp_path / attempt)])
+    assert returns[0] == returns[1] and len(set(returns[0])) > 1
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_sweep_agent_key_value_form_and_tracking_offline(script, tmp_path):
+    # What a W&B agent runs: --key=value pairs and --track (from ${args_no_boolean_flags}).
+    run_script(script, "=".join(ACTION_TYPES[script][0]), "--dt=0.01", "--seed=2", "--total-time=0.4",
+               "--num-envs=4", "--num-eval-envs=2", "--updates-per-round=2", "--batch-size=16", "--time-limit=0.5",
+               "--track", "--wandb-group=sweep", cwd=tmp_path, env={"WANDB_MODE": "offline"})  # fmt: skip
+    assert len(read_evals(tmp_path)) >= 2
+    assert list(tmp_path.glob("wandb/offline-run-*"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_tracking_without_an_api_key_says_how_to_fix_it(script, tmp_path):
+    env = {"WANDB_MODE": "online", "WANDB_API_KEY": "", "HOME": str(tmp_path), "NETRC": str(tmp_path / "none")}
+    result = run_script(
+        script, *ACTION_TYPES[script][0], *TINY, "--total-time", "2", "--track", cwd=tmp_path, env=env, check=False
+    )
+    assert result.returncode != 0 and "wandb login" in result.stderr and "WANDB_MODE=offline" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"num_envs": 0}, "--num-envs must be at least 1"),
+        ({"num_eval_envs": 0}, "--num-eval-envs must be at least 1"),
+        ({"steps_per_round": 0}, "--steps-per-round must be at least 1"),
+        ({"updates_per_round": 0}, "--updates-per-round must be at least 1"),
+        ({"batch_size": 512, "buffer_size": 256}, "larger than --buffer-size"),
+        ({"total_time": 1.0}, "shorter than one round"),
+        ({"learning_rate": math.nan}, "--learning-rate must be positive and finite"),
+        ({"learning_rate": 0.0}, "--learning-rate must be positive and finite"),
+        ({"eval_every": -1.0}, "--eval-every must be positive"),
+        ({"gamma": 1.5}, "--gamma must be in"),
+    ],
+)
+def test_check_args_refuses_meaningless_arguments(script, changes, message):
+    module = importlib.import_module(script[: -len(".py")])
+    args = dataclasses.replace(module.Args(), **changes)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        module.check_args(args, 0.01)
+    module.check_args(module.Args(), 0.01)  # the defaults pass
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_bad_input_is_refused_before_any_work(script, tmp_path):
+    """Through the command line: a one-line error, no traceback, no run directory."""
+    env_args, other_env, other_script = ACTION_TYPES[script]
+    for args, message in [
+        (["--dt", "0"], "dt must be a finite number of seconds > 0"),
+        (["--dt", "2"], "dt must be below 1 s"),
+        (["--batch-size", "512", "--buffer-size", "256"], "larger than --buffer-size"),
+        (["--env-id", other_env], f"actions: use {other_script}"),
+        (["--env-id", "NoSuchEnv-v0"], "NoSuchEnv"),
+    ]:
+        result = run_script(script, *env_args, *args, cwd=tmp_path, check=False, timeout=60)
+        assert result.returncode != 0 and message in result.stderr and "Traceback" not in result.stderr, args
+        assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("script", DISCRETE)
+def test_discrete_scripts_refuse_a_bad_epsilon(script):
+    module = importlib.import_module(script[: -len(".py")])
+    with pytest.raises(ValueError, match="--epsilon must be in"):
+        module.check_args(dataclasses.replace(module.Args(), epsilon=1.5), 0.01)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_non_finite_loss_stops_the_run_and_says_where(script, tmp_path):
+    args = [*ACTION_TYPES[script][0], *TINY, "--dt", "0.01", "--total-time", "2", "--learning-rate", "1e38"]
+    result = run_script(script, *args, cwd=tmp_path, check=False)
+    assert result.returncode != 0 and "non-finite loss at update" in result.stderr and "physical time" in result.stderr
+    assert len(read_evals(tmp_path)) >= 1  # what was logged before is kept
+
+
+def test_the_cards_command_runs_and_ctrl_c_keeps_the_log(tmp_path):
+    """`python dau_continuous.py --env-id HalfCheetah-v4 --dt 0.005`, exactly, interrupted after its
+    first evaluation (a full run takes minutes): it ends cleanly and the evaluation stays on disk."""
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "dau_continuous.py"), "--env-id", "HalfCheetah-v4", "--dt", "0.005"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.time() + 240
+    while time.time() < deadline and process.poll() is None:
+        files = list(tmp_path.glob("runs/*/evals.csv"))
+        if files and len(files[0].read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr[-2000:]
+    assert "interrupted" in stdout and "HalfCheetah-v4__dau_continuous__dt0.005" in stdout
+    rows = read_evals(tmp_path)
+    assert rows[0]["physical_time"] == "0" and math.isfinite(float(rows[0]["scaled_return"]))
