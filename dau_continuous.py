@@ -210,9 +210,9 @@ TRAINING_STATS = ("losses/td", "values/v", "values/abs_advantage")  # what updat
 def update(batch, value, advantage, actor, optimizer, dt, gamma):
     """One gradient step of Alg. "Continuous DAU". Returns (TD loss, mean V, mean |A|), no host sync."""
     obs, action, reward, terminated, next_obs = batch
-    policy_action = actor(obs)
     state_value = value(obs)
-    advantage_taken = advantage(obs, action) - advantage(obs, policy_action.detach())  # A = Abar(s,a) - Abar(s,pi(s))
+    policy_advantage = advantage(obs, actor(obs))  # Abar(s, pi(s))
+    advantage_taken = advantage(obs, action) - policy_advantage  # A(s, a) = Abar(s, a) - Abar(s, pi(s))
     q = state_value + dt * advantage_taken  # Q^i = V(s) + dt A(s, a)
     with torch.no_grad():  # no target network: DAU bootstraps on V itself
         target = reward * dt + (1 - terminated) * gamma**dt * value(next_obs)  # Q~^i = r dt + (1-d) gamma^dt V(s')
@@ -220,11 +220,11 @@ def update(batch, value, advantage, actor, optimizer, dt, gamma):
     # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi: the
     # paper's updates (the official code drops the 1/dt; RMSprop nearly cancels it, we follow the paper).
     critic_objective = (td.detach() / dt * (state_value + advantage_taken)).mean()
-    actor_objective = -advantage(obs, policy_action).mean()  # -d/dphi = Delta-phi, the gradient of Abar(s, pi(s))
+    actor_objective = -policy_advantage.mean()  # -d/dphi = Delta-phi, the gradient of Abar(s, pi(s))
     optimizer.zero_grad()
-    actor_objective.backward()
-    advantage.zero_grad()  # Delta-psi comes from the critic objective only, as in the paper
-    critic_objective.backward()
+    # Each objective moves only its own parameters, as the paper's separate Delta's do.
+    critic_objective.backward(inputs=[*value.parameters(), *advantage.parameters()], retain_graph=True)
+    actor_objective.backward(inputs=list(actor.parameters()))
     optimizer.step()  # theta, psi, phi all updated from the same batch and parameters
     return torch.stack([(td**2).mean(), state_value.mean(), advantage_taken.abs().mean()]).detach()
 

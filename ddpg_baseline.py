@@ -210,18 +210,17 @@ TRAINING_STATS = ("losses/td", "values/q", "values/action_gap")  # what update()
 def update(batch, qf, target_qf, actor, target_actor, optimizer, dt, gamma, reward_scale, tau):
     """One gradient step of Alg. "DDPG". Returns (TD loss, mean Q, mean |Q(s,a) - Q(s,pi(s))|), no host sync."""
     obs, action, reward, terminated, next_obs = batch
-    policy_action = actor(obs)
     q = qf(obs, action)  # Q^i = Q_psi(s, a)
+    policy_q = qf(obs, actor(obs))  # Q(s, pi(s))
     with torch.no_grad():  # Q~^i = r + (1-d) gamma Q_psi'(s', pi_phi'(s')), reward r*dt0 (or r*dt), gamma**dt
         target = reward * reward_scale + (1 - terminated) * gamma**dt * target_qf(next_obs, target_actor(next_obs))
     td = q - target
     critic_objective = (td.detach() * q).mean()  # d/dpsi = mean(td dQ/dpsi) = Delta-psi
-    policy_q = qf(obs, policy_action)
     actor_objective = -policy_q.mean()  # -d/dphi = Delta-phi, the gradient of Q(s, pi(s))
     optimizer.zero_grad()
-    actor_objective.backward()
-    qf.zero_grad()  # Delta-psi comes from the critic objective only, as in the paper
-    critic_objective.backward()
+    # Each objective moves only its own parameters, as the paper's separate Delta's do.
+    critic_objective.backward(inputs=list(qf.parameters()))
+    actor_objective.backward(inputs=list(actor.parameters()))
     optimizer.step()  # psi and phi both updated from the same batch and parameters
     with torch.no_grad():  # psi' <- tau psi' + (1 - tau) psi, phi' likewise, after every gradient step
         for network, target_network in ((qf, target_qf), (actor, target_actor)):
