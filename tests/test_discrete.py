@@ -161,11 +161,10 @@ def test_truncation_keeps_the_final_observation_and_termination_is_flagged():
 
 
 def test_dau_learns_cartpole_at_dt_0_01(tmp_path):
-    """The issue's criterion: a mean scaled return of at least 400 (of 500, the 10 s episode) within
-    1800 physical seconds (measured: 500 by 1229 s at dt 0.02; see the closing notes for dt 0.01)."""
-    run_script(
-        "dau_discrete.py", "--dt", "0.01", "--total-time", "1800", "--eval-every", "600", cwd=tmp_path, timeout=900
-    )
+    """The issue's criterion: a mean scaled return of at least 400 (of 500, the full 10 s episode) within
+    900 physical seconds (measured: 500 from 307 s on, at dt 0.01; about a minute of wall time)."""
+    args = ["--dt", "0.01", "--total-time", "900", "--eval-every", "300"]
+    run_script("dau_discrete.py", *args, cwd=tmp_path, timeout=900)
     rows = read_evals(tmp_path)
-    assert float(rows[0]["scaled_return"]) < 100
-    assert float(rows[-1]["physical_time"]) <= 1800 and float(rows[-1]["scaled_return"]) >= 400
+    assert float(rows[0]["scaled_return"]) < 100  # it starts far from the goal...
+    assert float(rows[-1]["physical_time"]) <= 900 and float(rows[-1]["scaled_return"]) >= 400  # ...and learns
