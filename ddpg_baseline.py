@@ -271,6 +271,8 @@ if __name__ == "__main__":
         if not isinstance(probe.action_space, gym.spaces.Box):
             raise ValueError(f"{args.env_id} has discrete actions: use dqn_baseline.py")
         dt = probe.get_wrapper_attr("dt")
+        if probe.get_wrapper_attr("max_steps") is None:  # evaluation runs whole episodes
+            raise ValueError(f"{args.env_id} has no episode time limit: pass --time-limit (seconds)")
         check_args(args, dt)
     except (ValueError, gym.error.Error) as error:
         sys.exit(f"error: {error}")
@@ -331,7 +333,7 @@ if __name__ == "__main__":
         global last_eval
         last_eval = evaluate(actor, eval_envs, action_low, action_high, device)
         wall_time = time.time() - start
-        evals_csv.writerow([f"{physical_time:.6g}", env_steps, updates, f"{wall_time:.2f}", f"{last_eval:.4f}"])
+        evals_csv.writerow([f"{physical_time:.6f}", env_steps, updates, f"{wall_time:.2f}", f"{last_eval:.4f}"])
         evals_file.flush()
         progress.console.print(f"physical time {physical_time:8.1f} s   scaled return {last_eval:9.2f}")
         if args.track:
@@ -385,6 +387,6 @@ if __name__ == "__main__":
         checkpoint |= {name: network.state_dict() for name, network in networks.items()}
         torch.save(checkpoint, f"{run_dir}/model.pt")
     print(f"{run_name}: scaled return {last_eval:.2f} after {physical_time:g} physical s "
-          f"({env_steps} env steps, {updates} updates, {time.time() - start:.0f} s wall) -> {run_dir}")  # fmt: skip
+          f"({env_steps} env steps, {updates} updates, {time.time() - start:.1f} s wall) -> {run_dir}")  # fmt: skip
     if args.track:
         wandb.finish()

@@ -83,6 +83,9 @@ class PhysicalTime(gym.Wrapper, gym.utils.RecordConstructorArgs):
         # The seed given to make_env seeds the first episode unless reset says otherwise.
         seed, self._seed = (self._seed if seed is None else seed), None
         self.steps, self.scaled_return = 0, 0.0
+        return self._reset(seed, options)
+
+    def _reset(self, seed, options):
         observation, info = self._call(self.env.reset, seed=seed, options=options)
         return self._observation(observation), info
 
@@ -112,6 +115,11 @@ class BipedalWalkerTime(PhysicalTime):
             return method(*args, **kwargs)
         finally:
             bipedal_walker.FPS = native_fps
+
+    def _reset(self, seed, options):
+        # reset() pushes the hull with a random force for one physics step: at the native FPS,
+        # so that every dt starts from the same state (observation already in native units).
+        return self.env.reset(seed=seed, options=options)
 
     def _reward_rate(self, reward, action, terminated):
         # reward = shaping difference - torque cost, or -100 on a fall. The shaping

@@ -32,25 +32,19 @@ def bare_updates_per_second(script, seconds=10.0, obs_dim=3, action_dim=1, batch
         value, advantage = dau.Value(obs_dim, 256, normalizer), dau.Advantage(obs_dim, action_dim, 256, normalizer)
         networks = [value, advantage, actor]
 
-        def forward():  # V(s), Abar(s,a), Abar(s,pi(s)) twice, V(s')
-            policy_action = actor(obs)
+        def forward():  # V(s), Abar(s,a), Abar(s,pi(s)), V(s') as in update()
             with torch.no_grad():
                 value(next_obs)
-            return (value(obs) + advantage(obs, action) + advantage(obs, policy_action.detach())).sum() + advantage(
-                obs, policy_action
-            ).sum()
+            return (value(obs) + advantage(obs, action) + advantage(obs, actor(obs))).sum()
     else:
         qf = ddpg.QNetwork(obs_dim, action_dim, 256, normalizer)
-        target_qf, target_actor = (
-            ddpg.QNetwork(obs_dim, action_dim, 256, normalizer),
-            dau.Actor(obs_dim, action_dim, 256, normalizer),
-        )
+        target_qf = ddpg.QNetwork(obs_dim, action_dim, 256, normalizer)
+        target_actor = dau.Actor(obs_dim, action_dim, 256, normalizer)
         networks = [qf, actor]
 
-        def forward():  # Q(s,a), Q'(s',pi'(s')), Q(s,pi(s)) twice (the last for the logged action gap)
+        def forward():  # Q(s,a), Q(s,pi(s)), Q'(s',pi'(s')) as in update()
             with torch.no_grad():
                 target_qf(next_obs, target_actor(next_obs))
-                qf(obs, actor(obs))
             return qf(obs, action).sum() + qf(obs, actor(obs)).sum()
 
     optimizer = torch.optim.RMSprop([p for n in networks for p in n.parameters()], lr=1e-4, alpha=0.99)
@@ -68,8 +62,8 @@ def loop_updates_per_second(script, dt, total_time):
         [sys.executable, str(ROOT / script), "--dt", str(dt), "--total-time", str(total_time), "--eval-every", "1e9"],
         capture_output=True, text=True, check=True, cwd="/tmp",
     ).stdout  # fmt: skip
-    updates, wall = re.search(r"(\d+) updates, (\d+) s wall", output).groups()
-    return int(updates) / int(wall)
+    updates, wall = re.search(r"(\d+) updates, ([\d.]+) s wall", output).groups()
+    return int(updates) / float(wall)
 
 
 if __name__ == "__main__":

@@ -129,6 +129,8 @@ def test_bipedal_walker_has_no_factor_of_dt_errors(dt):
             torque_cost += 0.00035 * 80 * np.abs(action).sum() * dt / ref_dt
             velocity = walker.hull.linearVelocity
             # Native meaning: 0.3 v (VIEWPORT/SCALE) / 50, whatever the FPS the physics ran at.
+            angular = walker.hull.angularVelocity
+            assert observation[1] == pytest.approx(2 * angular / 50, rel=1e-4, abs=1e-6)
             assert observation[2] == pytest.approx(0.3 * velocity.x * (600 / 30) / 50, rel=1e-4, abs=1e-6)
             assert observation[3] == pytest.approx(0.3 * velocity.y * (400 / 30) / 50, rel=1e-4, abs=1e-6)
             if terminated:
@@ -140,6 +142,19 @@ def test_bipedal_walker_has_no_factor_of_dt_errors(dt):
     if not fell:
         assert scaled_return == pytest.approx(shaping(walker) - start - torque_cost, abs=1e-3)
     assert bipedal_walker.FPS == 50  # the process-global constant is left as it was
+
+
+def test_bipedal_walker_starts_from_the_same_state_at_every_dt():
+    """reset() pushes the hull with a random force for one physics step: run at the native FPS, the
+    push and so the start are the same at every dt (otherwise the initial velocity scales with dt)."""
+    starts = []
+    for dt in (0.02, 0.005, 0.001):
+        env = make_env("BipedalWalker-v3", dt=dt)
+        observation, _ = env.reset(seed=0)
+        starts.append((observation, env.unwrapped.hull.linearVelocity.x))
+    for observation, velocity in starts[1:]:
+        np.testing.assert_array_equal(observation, starts[0][0])
+        assert velocity == starts[0][1] != 0
 
 
 def test_bipedal_walker_fall_costs_100_at_every_dt():
