@@ -5,7 +5,9 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
+import dau_continuous as dau
 from dt_wrappers import make_env
 from tests import lq_env as lq
 
@@ -87,3 +89,56 @@ def test_dt_wrappers_keeps_the_lq_task_physical():
         returns[dt] = info["episode"]["r"]
     assert returns[0.001] == pytest.approx(returns[0.05], rel=0.1)
     assert not math.isclose(returns[0.001], 0)
+
+
+class FrozenLinearPolicy(torch.nn.Module):
+    """a = -k s; its gain is a parameter (the update differentiates through the policy) that no
+    optimizer steps, so the policy stays fixed."""
+
+    def __init__(self, gain):
+        super().__init__()
+        self.gain = torch.nn.Parameter(torch.tensor(float(gain)))
+
+    def forward(self, obs):
+        return -self.gain * obs
+
+
+def parameter_change(dt, exponent, alpha, seconds, seed=0):
+    """Iterate the script's own DAU update along one exploration trajectory of the LQ system
+    (s0 = 0.5, a(t) = sin 3t held for dt) for `seconds` of physical time, with plain gradient steps
+    of size lr = alpha * dt**exponent (Theorem 4's setting). Returns theta_T - theta_0."""
+    torch.manual_seed(seed)
+    normalizer = dau.Normalizer(1)
+    value, advantage = dau.Value(1, 32, normalizer), dau.Advantage(1, 1, 32, normalizer)
+    parameters = [*value.parameters(), *advantage.parameters()]
+    start = torch.cat([p.detach().flatten() for p in parameters])
+    optimizer = torch.optim.SGD(parameters, lr=alpha * dt**exponent)
+    growth, gain = lq.transition(dt)
+    state = 0.5
+    for step in range(round(seconds / dt)):
+        action = math.sin(3 * step * dt)
+        next_state = growth * state + gain * action
+        reward = -(lq.Q_COST * state**2 + lq.R_COST * action**2)
+        batch = [torch.tensor([[state]]), torch.tensor([[action]]), torch.tensor([reward]), torch.zeros(1),
+                 torch.tensor([[next_state]])]  # fmt: skip
+        dau.update(batch, value, advantage, FrozenLinearPolicy(GAIN), optimizer, dt, lq.GAMMA)
+        state = next_state
+    return torch.cat([p.detach().flatten() for p in parameters]) - start
+
+
+def test_theorem_4_only_learning_rates_proportional_to_dt_have_a_limit(float64):
+    """lr = alpha dt^beta, the same physical time at dt, dt/4 and dt/16. beta = 1: the parameter
+    trajectories converge (measured change 0.575, 0.577, 0.577 after 1 s; gaps 0.011 then 0.002).
+    beta = 1.5: the parameters freeze as dt -> 0 (change halves at each dt/4: 0.33, 0.22, 0.13).
+    beta = 0.5: they move faster and faster (from the same start, over 0.1 s with alpha 0.01:
+    0.010, 0.019, 0.033), the effective speed growing like dt^-0.5."""
+    dts = (0.02, 0.005, 0.00125)
+    proportional = [parameter_change(dt, 1.0, alpha=0.5, seconds=1.0) for dt in dts]
+    sizes = [change.norm().item() for change in proportional]
+    assert sizes == pytest.approx([sizes[-1]] * 3, rel=0.02)
+    first_gap, second_gap = ((proportional[i] - proportional[i + 1]).norm().item() for i in (0, 1))
+    assert second_gap < first_gap / 3 and first_gap < 0.05 * sizes[0]  # converging, about linearly in dt
+    freezing = [parameter_change(dt, 1.5, alpha=0.5, seconds=1.0).norm().item() for dt in dts]
+    assert freezing[2] < 0.5 * freezing[0] and freezing[1] < freezing[0]
+    exploding = [parameter_change(dt, 0.5, alpha=0.01, seconds=0.1).norm().item() for dt in dts]
+    assert exploding[2] > 2.5 * exploding[0] and exploding[1] > 1.5 * exploding[0]
