@@ -29,12 +29,17 @@ def read_evals(cwd):
         return list(csv.DictReader(file))
 
 
-def fixed_batch(obs_dim=3, action_dim=2, n=8, seed=0):
+def fixed_batch(obs_dim=3, action_dim=2, n=8, seed=0, num_actions=None):
+    """A replay batch (obs, action, reward, terminated, next_obs); every third transition terminated.
+    Actions in [-1, 1]^action_dim, or indices (n, 1) when num_actions is given."""
     generator = torch.Generator().manual_seed(seed)
     obs, next_obs = torch.randn(n, obs_dim, generator=generator), torch.randn(n, obs_dim, generator=generator)
-    action = torch.rand(n, action_dim, generator=generator) * 2 - 1
+    if num_actions is None:
+        action = torch.rand(n, action_dim, generator=generator) * 2 - 1
+    else:
+        action = torch.randint(num_actions, (n, 1), generator=generator)
     reward = torch.randn(n, generator=generator)
-    terminated = (torch.arange(n) % 3 == 0).float()
+    terminated = (torch.arange(n) % 3 == 0).to(torch.get_default_dtype())
     return [obs, action, reward, terminated, next_obs]
 
 

@@ -7,18 +7,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from helpers import flat, per_sample_gradient, read_evals, run_script
+from helpers import fixed_batch, flat, per_sample_gradient, read_evals, run_script
 
 import dau_discrete as dau
 import dqn_baseline as dqn
 from dt_wrappers import make_env
-
-
-def discrete_batch(obs_dim=4, num_actions=3, n=8, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    obs, next_obs = torch.randn(n, obs_dim, generator=generator), torch.randn(n, obs_dim, generator=generator)
-    action = torch.randint(num_actions, (n, 1), generator=generator)
-    return [obs, action, torch.randn(n, generator=generator), (torch.arange(n) % 3 == 0).double(), next_obs]
 
 
 @pytest.mark.parametrize("dt", [0.01, 0.001])
@@ -28,7 +21,7 @@ def test_dau_update_applies_the_papers_deltas(dt, float64):
     torch.manual_seed(0)
     gamma, normalizer = 0.8, dau.Normalizer(4)
     value, advantage = dau.Value(4, 16, normalizer), dau.Advantage(4, 3, 16, normalizer)
-    batch = discrete_batch()
+    batch = fixed_batch(obs_dim=4, num_actions=3)
     v0, a0 = copy.deepcopy(value), copy.deepcopy(advantage)
     expected_theta, expected_psi = 0, 0
     for obs, action, reward, terminated, next_obs in zip(*batch, strict=True):
@@ -54,7 +47,7 @@ def test_dqn_update_applies_the_papers_deltas(reward_scale, float64):
     torch.manual_seed(0)
     gamma, dt, tau, normalizer = 0.8, 0.002, 0.9, dqn.Normalizer(4)
     qf, target_qf = dqn.QNetwork(4, 3, 16, normalizer), dqn.QNetwork(4, 3, 16, normalizer)
-    batch = discrete_batch()
+    batch = fixed_batch(obs_dim=4, num_actions=3)
     q0, tq0 = copy.deepcopy(qf), copy.deepcopy(target_qf)
     expected_psi = 0
     for obs, action, reward, terminated, next_obs in zip(*batch, strict=True):
