@@ -15,6 +15,7 @@ Writes runs/<run_name>/evals.csv (scaled return vs physical time); --track logs 
 
 import copy
 import csv
+import json
 import math
 import os
 import random
@@ -52,6 +53,8 @@ class Args:
     """save the networks, the normaliser and the args to runs/<run_name>/model.pt"""
     eval_model: str | None = None
     """evaluate a model.pt saved by --save-model (at its env and dt) instead of training"""
+    checkpoint_every: float | None = None
+    """also save the model every this many physical seconds, to runs/<run_name>/checkpoints/<time>s.pt"""
     env_id: str = "Pendulum-v1"
     """a continuous-action environment supported by dt_wrappers"""
     dt: float | None = None
@@ -115,6 +118,8 @@ def check_args(args, dt):
     for name in ("eval_every", "hidden_size", "learning_rate", "policy_learning_rate", "ou_kappa", "ou_sigma"):
         if not 0 < getattr(args, name) < math.inf:
             raise ValueError(f"--{name.replace('_', '-')} must be positive and finite, got {getattr(args, name)}")
+    if args.checkpoint_every is not None and not 0 < args.checkpoint_every < math.inf:
+        raise ValueError(f"--checkpoint-every must be positive and finite, got {args.checkpoint_every}")
 
 
 def mlp(inputs, outputs, hidden_size):
@@ -327,6 +332,20 @@ if __name__ == "__main__":
     round_time = args.num_envs * args.steps_per_round * dt  # physical seconds of interaction per round
     num_rounds = int(args.total_time / round_time + 1e-9)
     physical_time, env_steps, updates, next_eval, next_log, last_eval = 0.0, 0, 0, 0.0, 0.0, float("nan")
+    next_checkpoint, completed = 0.0, False
+
+    def save_model(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        checkpoint = {"args": vars(args), "optimizer": optimizer.state_dict()}
+        checkpoint |= {name: network.state_dict() for name, network in networks.items()}
+        torch.save(checkpoint, path)
+
+    def write_run_info(**results):  # runs/<run_name>/run.json: what ran and how it ended (read by sweeps/)
+        info = {"script": os.path.basename(__file__), "run_name": run_name, "dt": dt, "args": vars(args), **results}
+        with open(os.path.join(run_dir, "run.json"), "w") as file:
+            json.dump(info, file, indent=1)
+
+    write_run_info(completed=False)
     start = time.time()
 
     def log_eval():
@@ -349,6 +368,9 @@ if __name__ == "__main__":
                 if physical_time >= next_eval:
                     log_eval()
                     next_eval += args.eval_every
+                if args.checkpoint_every and physical_time >= next_checkpoint:
+                    save_model(os.path.join(run_dir, "checkpoints", f"{physical_time:.1f}s.pt"))
+                    next_checkpoint += args.checkpoint_every
                 for _ in range(args.steps_per_round):  # Alg. lines "for j = 1, nb_steps"
                     obs_tensor = torch.as_tensor(obs, dtype=torch.float32, device=device)
                     if args.normalize_obs:
@@ -379,13 +401,16 @@ if __name__ == "__main__":
                                "charts/updates_per_second": updates_per_second})  # fmt: skip
                     next_log += args.eval_every / 10
             log_eval()
+            if args.checkpoint_every:
+                save_model(os.path.join(run_dir, "checkpoints", f"{physical_time:.1f}s.pt"))
+            completed = True
         except KeyboardInterrupt:
             progress.console.print("interrupted: keeping what was logged")
     evals_file.close()
     if args.save_model:
-        checkpoint = {"args": vars(args), "optimizer": optimizer.state_dict()}
-        checkpoint |= {name: network.state_dict() for name, network in networks.items()}
-        torch.save(checkpoint, f"{run_dir}/model.pt")
+        save_model(os.path.join(run_dir, "model.pt"))
+    write_run_info(completed=completed, physical_time=physical_time, env_steps=env_steps, updates=updates,
+                   wall_time=time.time() - start, final_scaled_return=last_eval)  # fmt: skip
     print(f"{run_name}: scaled return {last_eval:.2f} after {physical_time:g} physical s "
           f"({env_steps} env steps, {updates} updates, {time.time() - start:.1f} s wall) -> {run_dir}")  # fmt: skip
     if args.track:

@@ -1,0 +1,233 @@
+"""Run W&B sweep files on this machine: the same grid and the same command lines as `wandb agent`.
+
+    python sweeps/run_local.py sweeps/pendulum_dau.yaml sweeps/pendulum_ddpg.yaml --workers 2
+    python sweeps/run_local.py sweeps/cartpole_*.yaml --override total_time=600 seed=1 dt=0.01,0.001
+
+Run it from the repository root (the sweep files name their program relative to it, as `wandb agent`
+expects). Each grid point's command is built by W&B's own `create_sweep_command_args` and the
+agent's macro substitution, so a local run is exactly the run an agent would start. Runs go to
+runs/<run_name>/ as usual; a grid point whose finished run is already there (runs/*/run.json with
+the same script and arguments) is skipped, so an interrupted sweep resumes where it stopped.
+The sweep files pass --track: log in with `wandb login`, or set WANDB_MODE=offline (local W&B
+files) or WANDB_MODE=disabled (no W&B at all).
+"""
+
+import importlib.util
+import itertools
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import tyro
+import yaml
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
+
+
+@dataclass
+class Options:
+    sweeps: tyro.conf.Positional[tuple[Path, ...]]
+    """sweep files (sweeps/*.yaml); their grids are run together"""
+    workers: int = 2
+    """runs in parallel, each a process with one torch thread"""
+    override: tuple[str, ...] = ()
+    """KEY=VALUE fixes a parameter, KEY=V1,V2 runs a sub-grid (e.g. total_time=600 seed=1,2 dt=0.01,0.001)"""
+    dry_run: bool = False
+    """print what would run and what is already done, and run nothing"""
+
+
+def parse_value(text):
+    """A command-line value as YAML reads it: 600 -> int, 0.01 -> float, true -> bool."""
+    return yaml.safe_load(text)
+
+
+def script_fields(program):
+    """The argument names of a script's Args dataclass (importing the script runs no training)."""
+    spec = importlib.util.spec_from_file_location(Path(program).stem, program)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(Path(program).resolve().parent))  # for its `import dt_wrappers`
+    spec.loader.exec_module(module)
+    return {field.name for field in fields(module.Args)}
+
+
+def load_sweep(path, overrides=()):
+    """Read and check a sweep file; overrides ("key=value[,value...]") replace or add parameters."""
+    with open(path) as file:
+        sweep = yaml.safe_load(file)
+    if not isinstance(sweep, dict) or sweep.get("method") != "grid":
+        raise ValueError(f"{path}: only `method: grid` sweeps can run locally")
+    command = sweep.get("command", [])
+    if "${program}" not in command or "${args_no_boolean_flags}" not in command:
+        raise ValueError(f"{path}: `command:` must contain ${{program}} and ${{args_no_boolean_flags}}")
+    if not Path(sweep.get("program", "")).is_file():
+        raise ValueError(f"{path}: program {sweep.get('program')!r} not found: run from the repository root")
+    parameters = dict(sweep.get("parameters") or {})
+    for override in overrides:
+        key, separator, values = override.partition("=")
+        if not separator or not values:
+            raise ValueError(f"--override {override!r}: expected KEY=VALUE or KEY=V1,V2")
+        values = [parse_value(value) for value in values.split(",")]
+        parameters[key] = {"value": values[0]} if len(values) == 1 else {"values": values}
+    known = script_fields(sweep["program"])
+    for key, spec in parameters.items():
+        if key not in known:
+            raise ValueError(f"{path}: {key!r} is not an argument of {sweep['program']}")
+        if not isinstance(spec, dict) or not ("value" in spec or spec.get("values")):
+            raise ValueError(f"{path}: parameter {key!r} needs `value:` or a non-empty `values:` list")
+    return {**sweep, "parameters": parameters}
+
+
+def grid(sweep):
+    """Every grid point, as {key: value}."""
+    keys = list(sweep["parameters"])
+    choices = [spec["values"] if "values" in spec else [spec["value"]] for spec in sweep["parameters"].values()]
+    return [dict(zip(keys, point, strict=True)) for point in itertools.product(*choices)]
+
+
+def agent_command(sweep, point):
+    """The command `wandb agent` starts for this grid point (wandb_agent.Agent._command_run)."""
+    macros = create_sweep_command_args({"args": {key: {"value": value} for key, value in point.items()}})
+    macros |= {"env": ["/usr/bin/env"], "interpreter": [sys.executable], "program": [sweep["program"]]}
+    command = []
+    for item in map(str, sweep["command"]):
+        is_macro = item.startswith("${") and item.endswith("}")
+        command += (macros.get(item[2:-1]) or []) if is_macro else [item]
+    return command
+
+
+def same_value(recorded, wanted):
+    if isinstance(wanted, float | int) and not isinstance(wanted, bool) and isinstance(recorded, float | int):
+        return math.isclose(recorded, wanted, rel_tol=1e-9)
+    return recorded == wanted
+
+
+def finished_runs(runs_dir):
+    """run.json of every run that ended normally (not interrupted, not crashed)."""
+    runs = []
+    for path in Path(runs_dir).glob("*/run.json"):
+        with open(path) as file:
+            info = json.load(file)
+        if info.get("completed"):
+            runs.append(info)
+    return runs
+
+
+def is_done(sweep, point, runs):
+    script = Path(sweep["program"]).name
+    return any(
+        run["script"] == script and all(same_value(run["args"].get(k), v) for k, v in point.items()) for run in runs
+    )
+
+
+def check_wandb(sweeps):
+    """The sweep files pass --track: fail now, not in every run, when W&B has no credentials."""
+    if os.environ.get("WANDB_MODE") in ("offline", "disabled", "dryrun"):
+        return
+    if not any("--track" in map(str, sweep["command"]) for sweep in sweeps):
+        return
+    import wandb
+
+    try:
+        wandb.Api(timeout=30)
+    except wandb.errors.UsageError as error:
+        raise ValueError(
+            f"W&B: {error} Or set WANDB_MODE=offline (W&B files kept locally) or WANDB_MODE=disabled."
+        ) from None
+
+
+def describe(sweep, point):
+    """Short name of a grid point: the script and the parameters that vary."""
+    varying = [key for key, spec in sweep["parameters"].items() if "values" in spec]
+    return " ".join([Path(sweep["program"]).stem, *(f"{key}={point[key]}" for key in varying)])
+
+
+def schedule(jobs):
+    """Seed by seed (a partial sweep covers every dt), smallest dt (longest run) first within a seed."""
+
+    def key(job):
+        sweep, point = job
+        seeds = sweep["parameters"].get("seed", {})
+        seed_rank = seeds["values"].index(point["seed"]) if "values" in seeds else 0
+        return seed_rank, point.get("dt") or 0.0
+
+    return sorted(jobs, key=key)
+
+
+def main(options):
+    try:
+        if options.workers < 1:
+            raise ValueError(f"--workers must be at least 1, got {options.workers}")
+        if not options.sweeps:
+            raise ValueError("give at least one sweep file")
+        sweeps = [load_sweep(path, options.override) for path in options.sweeps]
+        if not options.dry_run:
+            check_wandb(sweeps)
+    except (OSError, ValueError, yaml.YAMLError) as error:
+        sys.exit(f"error: {error}")
+    runs = finished_runs("runs")
+    jobs = schedule([(sweep, point) for sweep in sweeps for point in grid(sweep)])
+    todo = [job for job in jobs if not is_done(*job, runs)]
+    print(f"{len(jobs)} runs in the grid, {len(jobs) - len(todo)} already finished, {len(todo)} to run")
+    if options.dry_run:
+        for sweep, point in jobs:
+            status = "to run" if (sweep, point) in todo else "done  "
+            print(status, " ".join(agent_command(sweep, point)))
+        return
+    log_dir = Path("runs", "sweep_logs")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    # One torch thread per run: `workers` runs share the cores instead of fighting over them.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    running, lock, failures = set(), threading.Lock(), []
+    start = time.time()
+
+    def run(job, progress, task):
+        sweep, point = job
+        name = describe(sweep, point)
+        log_path = log_dir / (name.replace(" ", "__").replace("=", "") + ".log")
+        with open(log_path, "w") as log:
+            process = subprocess.Popen(
+                agent_command(sweep, point), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )  # Ctrl-C reaches the runs once, from here
+            with lock:
+                running.add(process)
+            returncode = process.wait()
+            with lock:
+                running.discard(process)
+        if returncode == 0:
+            endings = [line for line in log_path.read_text().splitlines() if ": scaled return" in line]
+            progress.console.print(f"done    {name}: {endings[-1].split(': ', 1)[1] if endings else ''}")
+        else:
+            failures.append((name, log_path))
+            progress.console.print(f"FAILED  {name} (exit {returncode}): see {log_path}")
+        progress.advance(task)
+
+    columns = [TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, disable=not sys.stdout.isatty()) as progress:
+        task = progress.add_task("runs", total=len(todo))
+        pool = ThreadPoolExecutor(max_workers=options.workers)
+        try:
+            for future in [pool.submit(run, job, progress, task) for job in todo]:
+                future.result()
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)  # drop the runs that have not started
+            with lock:
+                for process in running:  # the scripts stop cleanly and keep what they logged
+                    process.send_signal(signal.SIGINT)
+            pool.shutdown(wait=True)
+            sys.exit("interrupted: finished runs are kept; run the same command again to resume")
+        pool.shutdown()
+    print(f"{len(todo) - len(failures)} runs finished, {len(failures)} failed, in {time.time() - start:.0f} s")
+    if failures:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Options))
