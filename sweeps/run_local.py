@@ -144,9 +144,10 @@ def check_wandb(sweeps):
 
 
 def describe(sweep, point):
-    """Short name of a grid point: the script and the parameters that vary."""
-    varying = [key for key, spec in sweep["parameters"].items() if "values" in spec]
-    return " ".join([Path(sweep["program"]).stem, *(f"{key}={point[key]}" for key in varying)])
+    """Short name of a grid point: the script, its env, dt and seed, and any other parameter that varies."""
+    shown = [key for key in ("env_id", "dt", "seed") if key in point]
+    shown += [key for key, spec in sweep["parameters"].items() if "values" in spec and key not in shown]
+    return " ".join([Path(sweep["program"]).stem, *(f"{key}={point[key]}" for key in shown)])
 
 
 def schedule(jobs):
@@ -191,7 +192,7 @@ def main(options):
     def run(job, progress, task):
         sweep, point = job
         name = describe(sweep, point)
-        log_path = log_dir / (name.replace(" ", "__").replace("=", "") + ".log")
+        log_path = log_dir / (name.replace(" ", "__").replace("env_id=", "").replace("=", "") + ".log")
         with open(log_path, "w") as log:
             process = subprocess.Popen(
                 agent_command(sweep, point), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
@@ -206,7 +207,8 @@ def main(options):
             progress.console.print(f"done    {name}: {endings[-1].split(': ', 1)[1] if endings else ''}")
         else:
             failures.append((name, log_path))
-            progress.console.print(f"FAILED  {name} (exit {returncode}): see {log_path}")
+            last_line = (log_path.read_text().strip().splitlines() or [""])[-1]
+            progress.console.print(f"FAILED  {name} (exit {returncode}): {last_line}  [log: {log_path}]")
         progress.advance(task)
 
     columns = [TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]

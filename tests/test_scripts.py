@@ -3,6 +3,7 @@ the W&B sweep-agent form, bad input, interruption."""
 
 import dataclasses
 import importlib
+import json
 import math
 import re
 import signal
@@ -36,7 +37,8 @@ ACTION_TYPES = {
     + [(script, ["--env-id", "Acrobot-v1", "--dt", "0.05", "--normalize-obs"], 0.05, 5.0) for script in DISCRETE],
 )
 def test_smoke_writes_a_well_formed_evals_csv(script, env_args, dt, total_time, tmp_path):
-    result = run_script(script, *env_args, *TINY, "--total-time", str(total_time), "--save-model", cwd=tmp_path)
+    result = run_script(script, *env_args, *TINY, "--total-time", str(total_time), "--save-model",
+                        "--checkpoint-every", str(4 * 10 * dt), cwd=tmp_path)  # fmt: skip
     rows = read_evals(tmp_path)
     assert list(rows[0]) == ["physical_time", "env_steps", "updates", "wall_time", "scaled_return"]
     round_time = 4 * 10 * dt  # 4 envs x 10 steps
@@ -44,9 +46,19 @@ def test_smoke_writes_a_well_formed_evals_csv(script, env_args, dt, total_time, 
     assert all(math.isfinite(float(r["scaled_return"])) for r in rows)
     assert int(rows[-1]["updates"]) == 2 * int(rows[-1]["env_steps"]) // 40
     assert "scaled return" in result.stdout.splitlines()[-1]
-    (model,) = tmp_path.glob("runs/*/model.pt")
-    evaluation = run_script(script, "--eval-model", str(model), "--num-eval-envs", "2", cwd=tmp_path)
-    assert "mean scaled return" in evaluation.stdout
+    (run_json,) = tmp_path.glob("runs/*/run.json")
+    run = json.loads(run_json.read_text())
+    assert run["completed"] and run["script"] == script and run["dt"] == pytest.approx(dt)
+    assert run["final_scaled_return"] == pytest.approx(float(rows[-1]["scaled_return"]), abs=1e-4)
+    # A checkpoint every round (4 envs x 10 steps) and at the end; each loads and evaluates like model.pt.
+    checkpoints = sorted(tmp_path.glob("runs/*/checkpoints/*s.pt"), key=lambda path: float(path.name[:-4]))
+    num_rounds = int(total_time / round_time + 1e-9)
+    assert [float(path.name[:-4]) for path in checkpoints] == pytest.approx(
+        [round_time * k for k in range(num_rounds + 1)], abs=0.05
+    )
+    for model in [*tmp_path.glob("runs/*/model.pt"), checkpoints[1]]:
+        evaluation = run_script(script, "--eval-model", str(model), "--num-eval-envs", "2", cwd=tmp_path)
+        assert "mean scaled return" in evaluation.stdout
 
 
 @pytest.mark.parametrize("dt", [0.01, 0.002])
@@ -115,6 +127,7 @@ def test_tracking_without_an_api_key_says_how_to_fix_it(script, tmp_path):
         ({"learning_rate": 0.0}, "--learning-rate must be positive and finite"),
         ({"eval_every": -1.0}, "--eval-every must be positive"),
         ({"gamma": 1.5}, "--gamma must be in"),
+        ({"checkpoint_every": 0.0}, "--checkpoint-every must be positive"),
     ],
 )
 def test_check_args_refuses_meaningless_arguments(script, changes, message):
@@ -176,3 +189,5 @@ def test_the_cards_command_runs_and_ctrl_c_keeps_the_log(tmp_path):
     assert "interrupted" in stdout and "HalfCheetah-v4__dau_continuous__dt0.005" in stdout
     rows = read_evals(tmp_path)
     assert float(rows[0]["physical_time"]) == 0 and math.isfinite(float(rows[0]["scaled_return"]))
+    (run_json,) = tmp_path.glob("runs/*/run.json")
+    assert json.loads(run_json.read_text())["completed"] is False  # the sweep executor will run it again

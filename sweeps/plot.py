@@ -1,0 +1,156 @@
+"""The paper's robustness figure and table from finished runs (runs/*/run.json and evals.csv).
+
+    python sweeps/plot.py --env-ids Pendulum-v1 CartPole-v1 --out docs/figures/curves.png --table docs/robustness.md
+
+One row of panels per environment, one panel per algorithm, one curve per dt: scaled return against
+physical time, the mean over seeds with its min-max band, on the same axes for every dt and
+algorithm of an environment. The table gives the final scaled return per dt (the mean of each
+run's last `--last` evaluations, then mean +- std over seeds) and the robustness ratio
+worst-dt / best-dt of a normalised score: (return - untrained) / (best - untrained), where
+"untrained" is the mean evaluation at physical time 0 over the environment's runs and "best" the
+best final mean of any algorithm and dt for that environment, so 1 is the best seen and 0 no
+better than an untrained policy.
+"""
+
+import csv
+import json
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import tyro
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+BASELINES = {"ddpg_baseline.py": "DDPG", "dqn_baseline.py": "DQN"}
+
+
+@dataclass
+class Options:
+    runs: Path = Path("runs")
+    """the directory holding the runs (each runs/<run_name>/ with run.json and evals.csv)"""
+    env_ids: tuple[str, ...] = ()
+    """environments to show, in this order; empty: every environment found"""
+    out: Path = Path("curves.png")
+    """where to write the figure (PNG)"""
+    table: Path | None = None
+    """also write the robustness table (Markdown) here; it is always printed"""
+    last: int = 3
+    """evaluations at the end of each run averaged into its final return"""
+
+
+def algorithm_name(run):
+    """DAU, or the baseline and its variant: DDPG (unscaled), DQN (scaled)..."""
+    if run["script"] not in BASELINES:
+        return "DAU"
+    return f"{BASELINES[run['script']]} ({'scaled' if run['args'].get('scaled') else 'unscaled'})"
+
+
+def load_runs(runs_dir, env_ids=()):
+    """{env_id: {algorithm: {dt: [(physical times, returns), one per seed]}}} of the finished runs."""
+    runs = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for path in sorted(Path(runs_dir).glob("*/run.json")):
+        run = json.loads(path.read_text())
+        env_id = run["args"]["env_id"]
+        if not run.get("completed") or (env_ids and env_id not in env_ids):
+            continue
+        with open(path.parent / "evals.csv") as file:
+            rows = list(csv.DictReader(file))
+        times = np.array([float(row["physical_time"]) for row in rows])
+        returns = np.array([float(row["scaled_return"]) for row in rows])
+        runs[env_id][algorithm_name(run)][run["dt"]].append((times, returns))
+    return runs
+
+
+def mean_curve(curves):
+    """Seeds' curves aligned by evaluation index (every run evaluates at the same physical times, up to
+    one round): mean time, mean, min and max return."""
+    length = min(len(times) for times, _ in curves)
+    times = np.mean([times[:length] for times, _ in curves], axis=0)
+    returns = np.array([returns[:length] for _, returns in curves])
+    return times, returns.mean(0), returns.min(0), returns.max(0)
+
+
+def robustness_table(runs, last):
+    """Markdown: final return per algorithm and dt, and the worst-dt / best-dt ratio of the score."""
+    lines = []
+    for env_id, algorithms in runs.items():
+        finals = {
+            (algorithm, dt): [np.mean(returns[-last:]) for _, returns in curves]
+            for algorithm, by_dt in algorithms.items()
+            for dt, curves in by_dt.items()
+        }
+        untrained = np.mean([returns[0] for by_dt in algorithms.values() for c in by_dt.values() for _, returns in c])
+        best = max(np.mean(values) for values in finals.values())
+        dts = sorted({dt for _, dt in finals}, reverse=True)
+        lines += [f"**{env_id}**: final scaled return (mean of the last {last} evaluations; mean ± std over seeds)", ""]
+        lines += ["| algorithm | " + " | ".join(f"dt {dt:g}" for dt in dts) + " | worst / best dt |"]
+        lines += ["|---" * (len(dts) + 2) + "|"]
+        for algorithm in sorted(algorithms, key=lambda name: name != "DAU"):
+            cells, scores = [], []
+            for dt in dts:
+                values = finals.get((algorithm, dt))
+                if values is None:
+                    cells.append("—")
+                    continue
+                cells.append(f"{np.mean(values):.1f} ± {np.std(values):.1f} (n={len(values)})")
+                scores.append((np.mean(values) - untrained) / (best - untrained))
+            ratio = min(scores) / max(scores) if best > untrained and max(scores) > 0 else float("nan")
+            lines.append(f"| {algorithm} | " + " | ".join(cells) + f" | {ratio:.2f} |")
+        lines += ["", f"Untrained (physical time 0): {untrained:.1f}; best final mean: {best:.1f}.", ""]
+    return "\n".join(lines)
+
+
+def plot(runs, out):
+    columns = max(len(algorithms) for algorithms in runs.values())
+    figure, axes = plt.subplots(len(runs), columns, figsize=(5 * columns, 3.6 * len(runs)), squeeze=False)
+    all_dts = sorted({dt for algorithms in runs.values() for by_dt in algorithms.values() for dt in by_dt})
+    colors = dict(zip(all_dts, plt.cm.viridis(np.linspace(0, 0.9, len(all_dts))), strict=True))
+    for row, (env_id, algorithms) in enumerate(runs.items()):
+        for column, algorithm in enumerate(sorted(algorithms, key=lambda name: name != "DAU")):
+            ax = axes[row, column]
+            for dt, curves in sorted(algorithms[algorithm].items(), reverse=True):
+                times, mean, low, high = mean_curve(curves)
+                ax.plot(times, mean, color=colors[dt], label=f"dt {dt:g} (n={len(curves)})")
+                ax.fill_between(times, low, high, color=colors[dt], alpha=0.15, linewidth=0)
+            ax.set_title(f"{env_id}: {algorithm}")
+            ax.set_xlabel("physical time (s)")
+            ax.set_ylabel("scaled return")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc="lower right")
+        row_axes = axes[row, : len(algorithms)]
+        low = min(ax.get_ylim()[0] for ax in row_axes)
+        high = max(ax.get_ylim()[1] for ax in row_axes)
+        for ax in row_axes:  # the same axes for every algorithm of an environment
+            ax.set_ylim(low, high)
+        for ax in axes[row, len(algorithms) :]:
+            ax.axis("off")
+    figure.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=110)
+
+
+def main(options):
+    runs = load_runs(options.runs, options.env_ids)
+    missing = [env_id for env_id in options.env_ids if env_id not in runs]
+    if not runs or missing:
+        sys.exit(f"error: no finished runs in {options.runs}/ for {', '.join(missing) or 'any environment'}")
+    if options.last < 1:
+        sys.exit(f"error: --last must be at least 1, got {options.last}")
+    if options.env_ids:
+        runs = {env_id: runs[env_id] for env_id in options.env_ids}
+    plot(runs, options.out)
+    table = robustness_table(runs, options.last)
+    print(table)
+    print(f"figure: {options.out}")
+    if options.table:
+        options.table.parent.mkdir(parents=True, exist_ok=True)
+        options.table.write_text(table)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Options))

@@ -1,0 +1,203 @@
+"""The sweep files and the local executor: valid grids, the agent's command runs, resumability."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import ROOT
+
+sys.path.insert(0, str(ROOT / "sweeps"))
+import run_local  # noqa: E402
+
+SWEEP_FILES = sorted((ROOT / "sweeps").glob("*.yaml"))
+SCRIPT_PAIRS = {"dau_continuous.py": "ddpg_baseline.py", "dau_discrete.py": "dqn_baseline.py"}
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """A repository-like working directory (the sweep files name their programs relative to it)."""
+    for path in [*ROOT.glob("*.py"), ROOT / "sweeps"]:
+        (tmp_path / path.name).symlink_to(path)
+    return tmp_path
+
+
+def executor(*args, cwd, env=None, timeout=600):
+    return subprocess.run(
+        [sys.executable, "sweeps/run_local.py", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+def finished(cwd):
+    return sorted(run_local.finished_runs(Path(cwd, "runs")), key=lambda run: (run["script"], run["dt"]))
+
+
+def test_every_sweep_file_is_a_grid_over_dt_and_seeds_with_a_baseline_twin(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    sweeps = {path.stem: run_local.load_sweep(path) for path in SWEEP_FILES}
+    assert len(sweeps) == 10
+    for name, sweep in sweeps.items():
+        parameters = sweep["parameters"]
+        assert len(parameters["dt"]["values"]) >= 4 and len(parameters["seed"]["values"]) >= 3, name
+        assert all(0 < dt < 1 for dt in parameters["dt"]["values"]), name
+        assert "--track" in sweep["command"], name
+        assert len(run_local.grid(sweep)) == len(parameters["dt"]["values"]) * len(parameters["seed"]["values"])
+        if sweep["program"] in SCRIPT_PAIRS:  # the baseline twin runs the same env, grid and budget
+            twin = sweeps[name.rsplit("_", 1)[0] + "_" + SCRIPT_PAIRS[sweep["program"]].split("_")[0]]
+            for key in ("env_id", "dt", "seed", "total_time", "eval_every", "normalize_obs", "policy_learning_rate"):
+                assert parameters.get(key) == twin["parameters"].get(key), (name, key)
+
+
+def test_the_agent_command_is_wandbs(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    sweep = run_local.load_sweep(ROOT / "sweeps" / "bipedal_dau.yaml")
+    command = run_local.agent_command(sweep, run_local.grid(sweep)[0])
+    assert command[:4] == ["/usr/bin/env", sys.executable, "dau_continuous.py", "--track"]
+    assert "--dt=0.01" in command and "--seed=1" in command and "--env_id=BipedalWalker-v3" in command
+    assert "--normalize_obs" in command  # a True boolean becomes a bare flag, as tyro needs
+
+
+@pytest.mark.parametrize("dt,files", [(0.05, ["ant", "halfcheetah"]), (0.01, ["pendulum", "cartpole", "bipedal"])])
+def test_each_sweep_files_agent_command_runs_its_script(dt, files, workdir):
+    """One grid point of every file, exactly as the agent runs it; only the budget (one round) is changed."""
+    sweep_files = [f"sweeps/{name}_{algorithm}.yaml" for name in files for algorithm in ("dau", "ddpg", "dqn")]
+    sweep_files = [path for path in sweep_files if (ROOT / path).exists()]
+    result = executor(*sweep_files, "--override", f"total_time={256 * 10 * dt}", "seed=1", f"dt={dt}", cwd=workdir)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    runs = finished(workdir)
+    assert len(runs) == len(sweep_files) == 2 * len(files)
+    for run in runs:
+        assert run["dt"] == dt and run["args"]["track"] and run["args"]["seed"] == 1
+        assert math.isfinite(run["final_scaled_return"]) and run["updates"] == 50
+    assert len(list(workdir.glob("wandb/offline-run-*"))) == len(runs)
+
+
+TINY_SWEEP = """
+program: dqn_baseline.py
+method: grid
+command:
+  - ${env}
+  - ${interpreter}
+  - ${program}
+  - ${args_no_boolean_flags}
+parameters:
+  env_id: {value: CartPole-v1}
+  dt: {values: [0.02, 0.01]}
+  seed: {value: 4}
+  total_time: {value: 0.8}
+  num_envs: {value: 4}
+  num_eval_envs: {value: 2}
+  updates_per_round: {value: 2}
+  batch_size: {value: 16}
+  time_limit: {value: 0.5}
+"""
+
+
+def test_the_executor_runs_a_grid_once_and_resumes_after_an_interruption(workdir):
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    first = executor("tiny.yaml", cwd=workdir)
+    assert first.returncode == 0, first.stdout + first.stderr
+    runs = finished(workdir)
+    assert [run["dt"] for run in runs] == [0.01, 0.02] and all(run["script"] == "dqn_baseline.py" for run in runs)
+    assert len(list(workdir.glob("runs/*/evals.csv"))) == 2
+
+    second = executor("tiny.yaml", cwd=workdir)
+    assert "2 already finished, 0 to run" in second.stdout and len(list(workdir.glob("runs/*/evals.csv"))) == 2
+
+    # A run that was interrupted (completed: false) is run again; finished ones are not.
+    (run_json,) = [path for path in workdir.glob("runs/*/run.json") if "dt0.01_" in str(path)]
+    run_json.write_text(json.dumps({**json.loads(run_json.read_text()), "completed": False}))
+    third = executor("tiny.yaml", "--override", "total_time=0.8", cwd=workdir)
+    assert "1 already finished, 1 to run" in third.stdout, third.stdout + third.stderr
+    assert len(list(workdir.glob("runs/*/evals.csv"))) == 3 and len(finished(workdir)) == 2
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["sweeps/pendulum_dau.yaml", "--override", "no_such_arg=1"], "'no_such_arg' is not an argument of"),
+        (["sweeps/pendulum_dau.yaml", "--override", "seed"], "expected KEY=VALUE"),
+        (["sweeps/pendulum_dau.yaml", "--workers", "0"], "--workers must be at least 1"),
+        (["missing.yaml"], "missing.yaml"),
+        (["random.yaml"], "only `method: grid`"),
+    ],
+)
+def test_bad_input_is_refused_before_any_run(args, message, workdir):
+    (workdir / "random.yaml").write_text("program: dau_continuous.py\nmethod: random\n")
+    result = executor(*args, cwd=workdir, timeout=120)
+    assert result.returncode != 0 and message in result.stderr and "Traceback" not in result.stderr
+    assert not (workdir / "runs").exists()
+
+
+def test_no_wandb_credentials_is_refused_before_any_run(workdir):
+    env = {"WANDB_MODE": "online", "WANDB_API_KEY": "", "HOME": str(workdir), "NETRC": str(workdir / "none")}
+    result = executor("sweeps/cartpole_dau.yaml", cwd=workdir, env=env, timeout=120)
+    assert result.returncode != 0 and "wandb login" in result.stderr and "WANDB_MODE=offline" in result.stderr
+    assert not (workdir / "runs").exists()
+
+
+def write_run(runs_dir, script, dt, seed, returns, eval_every=150.0, **args):
+    run_dir = Path(runs_dir, f"Pendulum-v1__{script[:-3]}__dt{dt:g}__{seed}__0")
+    run_dir.mkdir(parents=True)
+    rows = ["physical_time,env_steps,updates,wall_time,scaled_return"]
+    rows += [f"{k * eval_every + 0.5 * dt},0,0,0,{value}" for k, value in enumerate(returns)]
+    (run_dir / "evals.csv").write_text("\n".join(rows) + "\n")
+    run_args = {"env_id": "Pendulum-v1", "seed": seed, "hidden_size": 16, **args}
+    info = {"script": script, "run_name": run_dir.name, "dt": dt, "args": run_args, "completed": True}
+    (run_dir / "run.json").write_text(json.dumps(info))
+    return run_dir
+
+
+def test_the_robustness_table_and_figure(tmp_path):
+    import plot
+
+    for seed, shift in ((1, 0.0), (2, 20.0)):  # DAU: every dt ends near -150; DDPG: -300 at dt 0.01, -1000 at 0.001
+        write_run(tmp_path, "dau_continuous.py", 0.01, seed, [-1400, -600, -200, -160 + shift, -140 + shift])
+        write_run(tmp_path, "dau_continuous.py", 0.001, seed, [-1400, -900, -300, -170 + shift, -150 + shift])
+        write_run(tmp_path, "ddpg_baseline.py", 0.01, seed, [-1400, -500, -300, -300, -300 + shift], scaled=False)
+        write_run(tmp_path, "ddpg_baseline.py", 0.001, seed, [-1400, -1000, -1000, -1000, -1000 + shift])
+    unfinished = write_run(tmp_path, "dau_continuous.py", 0.01, 3, [-1400, 0])
+    info = json.loads((unfinished / "run.json").read_text())
+    (unfinished / "run.json").write_text(json.dumps({**info, "completed": False}))  # ignored
+
+    runs = plot.load_runs(tmp_path)
+    table = plot.robustness_table(runs, last=2)
+    # DAU finals: dt 0.01 seeds -150 / -130, dt 0.001 -160 / -140; untrained -1400; best -140.
+    assert "| DAU | -140.0 ± 10.0 (n=2) | -150.0 ± 10.0 (n=2) |" in table
+    dau_ratio = (-150 + 1400) / (-140 + 1400)
+    ddpg_ratio = (-995 + 1400) / (-295 + 1400)  # seeds -1000 / -990 and -300 / -290
+    assert f"| {dau_ratio:.2f} |" in table.splitlines()[4] and f"| {ddpg_ratio:.2f} |" in table.splitlines()[5]
+    assert "DDPG (unscaled)" in table.splitlines()[5]
+    out = tmp_path / "figures" / "curves.png"
+    plot.plot(runs, out)
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_phase_plane_shows_the_checkpoints_networks(tmp_path):
+    import phase_plane
+
+    import dau_continuous
+
+    torch = pytest.importorskip("torch")
+    run_dir = write_run(tmp_path, "dau_continuous.py", 0.01, 1, [-1400, -200])
+    normalizer = dau_continuous.Normalizer(3)
+    value, actor = dau_continuous.Value(3, 16, normalizer), dau_continuous.Actor(3, 1, 16, normalizer)
+    (run_dir / "checkpoints").mkdir()
+    checkpoint = {"args": {"hidden_size": 16}, "normalizer": normalizer.state_dict(), "value": value.state_dict()}
+    torch.save({**checkpoint, "actor": actor.state_dict()}, run_dir / "checkpoints" / "300.0s.pt")
+
+    found = phase_plane.find_checkpoints(tmp_path, "Pendulum-v1", seed=1)
+    assert list(found) == ["DAU"] and list(found["DAU"][0.01]) == [300.0]
+    image = phase_plane.evaluate_checkpoint(run_dir / "checkpoints" / "300.0s.pt", "value")
+    assert image.shape == (101, 101)
+    # Row = angular velocity (-8 at the bottom), column = angle (-pi at the left); the centre is upright, at rest.
+    with torch.no_grad():
+        assert image[50, 50] == pytest.approx(value(torch.tensor([[1.0, 0.0, 0.0]])).item(), abs=1e-5)
+        assert image[0, 0] == pytest.approx(value(torch.tensor([[-1.0, 0.0, -8.0]])).item(), abs=1e-5)
+    policy = phase_plane.evaluate_checkpoint(run_dir / "checkpoints" / "300.0s.pt", "policy")
+    assert np.abs(policy).max() <= 1 and policy.std() > 0
