@@ -70,25 +70,6 @@ def optimal_gain(gamma=GAMMA, alpha=ALPHA, beta=BETA, q=Q_COST, r=R_COST):
     return p * beta / r
 
 
-def linear_policy_scaled_return(k, dt, s0):
-    """The scaled return (dt / NATIVE_DT) * sum of rewards of one episode from s0 under a = -k s, as the
-    scripts' evaluation measures it: s_n = rho^n s0 makes the rewards a geometric series."""
-    growth, gain = transition(dt)
-    rho_squared, steps = (growth - gain * k) ** 2, round(EPISODE_SECONDS / dt)
-    return -(Q_COST + R_COST * k**2) * s0**2 * (1 - rho_squared**steps) / (1 - rho_squared) * dt / NATIVE_DT
-
-
-def policy_scaled_return(policy, dt, s0):
-    """The same for any policy (states (n, 1) -> actions (n, 1)), from every s0 at once, by simulation."""
-    growth, gain = transition(dt)
-    state, total = np.asarray(s0, dtype=np.float64).reshape(-1, 1), 0.0
-    for _ in range(round(EPISODE_SECONDS / dt)):
-        action = np.clip(policy(state), -ACTION_BOUND, ACTION_BOUND)
-        total = total - (Q_COST * state**2 + R_COST * action**2)
-        state = growth * state + gain * action
-    return total.squeeze(1) * dt / NATIVE_DT
-
-
 class LinearQuadratic(gym.Env):
     """`dim` independent copies of ds/dt = alpha s + beta a with reward rate -(q |s|^2 + r |a|^2)."""
 
