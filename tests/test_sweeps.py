@@ -3,8 +3,10 @@
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -201,3 +203,21 @@ def test_the_phase_plane_shows_the_checkpoints_networks(tmp_path):
         assert image[0, 0] == pytest.approx(value(torch.tensor([[-1.0, 0.0, -8.0]])).item(), abs=1e-5)
     policy = phase_plane.evaluate_checkpoint(run_dir / "checkpoints" / "300.0s.pt", "policy")
     assert np.abs(policy).max() <= 1 and policy.std() > 0
+
+
+def test_ctrl_c_stops_the_runs_cleanly_and_keeps_their_logs(workdir):
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    process = subprocess.Popen(
+        [sys.executable, "sweeps/run_local.py", "tiny.yaml", "--override", "total_time=4000", "eval_every=2000"],
+        cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(workdir.glob("runs/*/evals.csv"))) < 2:
+        time.sleep(0.2)  # both workers have started a run and written their first evaluation
+    time.sleep(1)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode != 0 and "interrupted" in stderr and "Traceback" not in stderr
+    runs = [json.loads(path.read_text()) for path in workdir.glob("runs/*/run.json")]
+    assert len(runs) == 2 and not any(run["completed"] for run in runs)  # the next call runs them again
+    assert all(len((path.read_text()).splitlines()) >= 2 for path in workdir.glob("runs/*/evals.csv"))
