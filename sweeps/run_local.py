@@ -203,12 +203,14 @@ def main(options):
             with lock:
                 running.discard(process)
         if returncode == 0:
-            endings = [line for line in log_path.read_text().splitlines() if ": scaled return" in line]
-            progress.console.print(f"done    {name}: {endings[-1].split(': ', 1)[1] if endings else ''}")
+            lines = log_path.read_text().splitlines()
+            endings = [line.split(": ", 1)[1] for line in lines if ": scaled return" in line]
+            progress.console.print(f"done    {name}: {endings[-1] if endings else ''}", soft_wrap=True)
         else:
             failures.append((name, log_path))
             last_line = (log_path.read_text().strip().splitlines() or [""])[-1]
-            progress.console.print(f"FAILED  {name} (exit {returncode}): {last_line}  [log: {log_path}]")
+            message = f"FAILED  {name} (exit {returncode}): {last_line}  [log: {log_path}]"
+            progress.console.print(message, soft_wrap=True)
         progress.advance(task)
 
     columns = [TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
