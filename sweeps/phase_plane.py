@@ -23,6 +23,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the scripts define the networks
+from plot import algorithm_name  # noqa: E402
+
 import dau_continuous  # noqa: E402
 import ddpg_baseline  # noqa: E402
 
@@ -73,13 +75,14 @@ def evaluate_checkpoint(path, show):
 
 
 def find_checkpoints(runs_dir, env_id, seed):
-    """{algorithm: {dt: {physical time: checkpoint path}}} for the finished runs of one seed."""
+    """{algorithm: {dt: {physical time: checkpoint path}}} for the finished runs of one seed (the newest
+    run where there are several)."""
     found = {}
-    for path in sorted(Path(runs_dir).glob("*/run.json")):
+    for path in sorted(Path(runs_dir).glob("*/run.json"), key=lambda path: path.stat().st_mtime):
         run = json.loads(path.read_text())
         if run["args"]["env_id"] != env_id or run["args"]["seed"] != seed or not run.get("completed"):
             continue
-        algorithm = "DAU" if run["script"] == "dau_continuous.py" else "DDPG"
+        algorithm = algorithm_name(run)  # DAU, DDPG (unscaled), DDPG (scaled)
         checkpoints = {float(p.name[: -len("s.pt")]): p for p in (path.parent / "checkpoints").glob("*s.pt")}
         if checkpoints:
             found.setdefault(algorithm, {})[run["dt"]] = checkpoints

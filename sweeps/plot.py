@@ -5,11 +5,13 @@
 One row of panels per environment, one panel per algorithm, one curve per dt: scaled return against
 physical time, the mean over seeds with its min-max band, on the same axes for every dt and
 algorithm of an environment. The table gives the final scaled return per dt (the mean of each
-run's last `--last` evaluations, then mean +- std over seeds) and the robustness ratio
-worst-dt / best-dt of a normalised score: (return - untrained) / (best - untrained), where
-"untrained" is the mean evaluation at physical time 0 over the environment's runs and "best" the
-best final mean of any algorithm and dt for that environment, so 1 is the best seen and 0 no
-better than an untrained policy.
+run's last `--last` evaluations, then mean +- sample std over seeds) and two numbers per algorithm
+on a normalised score, (return - untrained) / (best - untrained), where "untrained" is the mean
+evaluation at physical time 0 over the environment's runs and "best" the best final mean of any
+algorithm and dt for that environment (1: the best seen, 0: no better than untrained):
+- worst / best dt: the algorithm's worst dt over its best dt, its robustness to dt (1: the same at
+  every dt, however good);
+- worst dt score: the score of its worst dt (1: every dt as good as the best seen).
 """
 
 import csv
@@ -51,18 +53,26 @@ def algorithm_name(run):
 
 
 def load_runs(runs_dir, env_ids=()):
-    """{env_id: {algorithm: {dt: [(physical times, returns), one per seed]}}} of the finished runs."""
-    runs = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-    for path in sorted(Path(runs_dir).glob("*/run.json")):
+    """{env_id: {algorithm: {dt: [(physical times, returns), one per seed]}}} of the finished runs; of
+    several runs with the same seed, the newest. Warns when a panel mixes budgets."""
+    newest = {}
+    for path in sorted(Path(runs_dir).glob("*/run.json"), key=lambda path: path.stat().st_mtime):
         run = json.loads(path.read_text())
         env_id = run["args"]["env_id"]
-        if not run.get("completed") or (env_ids and env_id not in env_ids):
-            continue
-        with open(path.parent / "evals.csv") as file:
+        if run.get("completed") and (not env_ids or env_id in env_ids):
+            newest[env_id, algorithm_name(run), run["dt"], run["args"]["seed"]] = (path.parent, run)
+    runs = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    budgets = defaultdict(set)
+    for (env_id, algorithm, dt, _), (run_dir, run) in sorted(newest.items()):
+        with open(run_dir / "evals.csv") as file:
             rows = list(csv.DictReader(file))
         times = np.array([float(row["physical_time"]) for row in rows])
         returns = np.array([float(row["scaled_return"]) for row in rows])
-        runs[env_id][algorithm_name(run)][run["dt"]].append((times, returns))
+        runs[env_id][algorithm][dt].append((times, returns))
+        budgets[env_id, algorithm].add((run["args"]["total_time"], run["args"]["eval_every"]))
+    for (env_id, algorithm), seen in budgets.items():
+        if len(seen) > 1:
+            print(f"warning: {env_id} {algorithm} mixes (total_time, eval_every): {sorted(seen)}", file=sys.stderr)
     return runs
 
 
@@ -87,9 +97,9 @@ def robustness_table(runs, last):
         untrained = np.mean([returns[0] for by_dt in algorithms.values() for c in by_dt.values() for _, returns in c])
         best = max(np.mean(values) for values in finals.values())
         dts = sorted({dt for _, dt in finals}, reverse=True)
-        lines += [f"**{env_id}**: final scaled return (mean of the last {last} evaluations; mean ± std over seeds)", ""]
-        lines += ["| algorithm | " + " | ".join(f"dt {dt:g}" for dt in dts) + " | worst / best dt |"]
-        lines += ["|---" * (len(dts) + 2) + "|"]
+        lines += [f"**{env_id}**: final scaled return (the last {last} evaluations; mean ± std over seeds)", ""]
+        lines += ["| algorithm | " + " | ".join(f"dt {dt:g}" for dt in dts) + " | worst / best dt | worst dt score |"]
+        lines += ["|---" * (len(dts) + 3) + "|"]
         for algorithm in sorted(algorithms, key=lambda name: name != "DAU"):
             cells, scores = [], []
             for dt in dts:
@@ -97,10 +107,11 @@ def robustness_table(runs, last):
                 if values is None:
                     cells.append("—")
                     continue
-                cells.append(f"{np.mean(values):.1f} ± {np.std(values):.1f} (n={len(values)})")
+                spread = np.std(values, ddof=1) if len(values) > 1 else 0.0  # the sample std over seeds
+                cells.append(f"{np.mean(values):.1f} ± {spread:.1f} (n={len(values)})")
                 scores.append((np.mean(values) - untrained) / (best - untrained))
             ratio = min(scores) / max(scores) if best > untrained and max(scores) > 0 else float("nan")
-            lines.append(f"| {algorithm} | " + " | ".join(cells) + f" | {ratio:.2f} |")
+            lines.append(f"| {algorithm} | " + " | ".join(cells) + f" | {ratio:.2f} | {min(scores):.2f} |")
         lines += ["", f"Untrained (physical time 0): {untrained:.1f}; best final mean: {best:.1f}.", ""]
     return "\n".join(lines)
 

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import tyro
@@ -44,18 +44,27 @@ class Options:
     """print what would run and what is already done, and run nothing"""
 
 
+# Arguments that do not change what a run computes: a finished run counts whatever they were.
+NOT_COMPARED = {"track", "wandb_project_name", "wandb_entity", "wandb_group", "cpu", "save_model", "eval_model"}
+
+
 def parse_value(text):
-    """A command-line value as YAML reads it: 600 -> int, 0.01 -> float, true -> bool."""
+    """A command-line value: 600 -> int, 1e-3 -> float, true -> bool, anything else as YAML reads it."""
+    for number in (int, float):
+        try:
+            return number(text)
+        except ValueError:
+            pass
     return yaml.safe_load(text)
 
 
-def script_fields(program):
-    """The argument names of a script's Args dataclass (importing the script runs no training)."""
+def script_defaults(program):
+    """The default arguments of a script's Args dataclass (importing the script runs no training)."""
     spec = importlib.util.spec_from_file_location(Path(program).stem, program)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(Path(program).resolve().parent))  # for its `import dt_wrappers`
     spec.loader.exec_module(module)
-    return {field.name for field in fields(module.Args)}
+    return asdict(module.Args())
 
 
 def load_sweep(path, overrides=()):
@@ -76,13 +85,13 @@ def load_sweep(path, overrides=()):
             raise ValueError(f"--override {override!r}: expected KEY=VALUE or KEY=V1,V2")
         values = [parse_value(value) for value in values.split(",")]
         parameters[key] = {"value": values[0]} if len(values) == 1 else {"values": values}
-    known = script_fields(sweep["program"])
+    defaults = script_defaults(sweep["program"])
     for key, spec in parameters.items():
-        if key not in known:
+        if key not in defaults:
             raise ValueError(f"{path}: {key!r} is not an argument of {sweep['program']}")
         if not isinstance(spec, dict) or not ("value" in spec or spec.get("values")):
             raise ValueError(f"{path}: parameter {key!r} needs `value:` or a non-empty `values:` list")
-    return {**sweep, "parameters": parameters}
+    return {**sweep, "parameters": parameters, "defaults": defaults}
 
 
 def grid(sweep):
@@ -121,10 +130,14 @@ def finished_runs(runs_dir):
 
 
 def is_done(sweep, point, runs):
-    script = Path(sweep["program"]).name
-    return any(
-        run["script"] == script and all(same_value(run["args"].get(k), v) for k, v in point.items()) for run in runs
-    )
+    """A finished run of the same script with the same arguments (the point's, the defaults for the rest)."""
+    script, wanted = Path(sweep["program"]).name, {**sweep["defaults"], **point}
+    compared = [key for key in wanted if key not in NOT_COMPARED]
+
+    def same_run(run):
+        return run["script"] == script and all(same_value(run["args"].get(key), wanted[key]) for key in compared)
+
+    return any(same_run(run) for run in runs)
 
 
 def check_wandb(sweeps):
@@ -174,7 +187,9 @@ def main(options):
     except (OSError, ValueError, yaml.YAMLError) as error:
         sys.exit(f"error: {error}")
     runs = finished_runs("runs")
-    jobs = schedule([(sweep, point) for sweep in sweeps for point in grid(sweep)])
+    points = [(sweep, point) for sweep in sweeps for point in grid(sweep)]
+    unique = {(sweep["program"], json.dumps(point, sort_keys=True)): (sweep, point) for sweep, point in points}
+    jobs = schedule(list(unique.values()))  # a point given twice (overlapping files) runs once
     todo = [job for job in jobs if not is_done(*job, runs)]
     print(f"{len(jobs)} runs in the grid, {len(jobs) - len(todo)} already finished, {len(todo)} to run")
     if options.dry_run:
@@ -186,7 +201,7 @@ def main(options):
     log_dir.mkdir(parents=True, exist_ok=True)
     # One torch thread per run: `workers` runs share the cores instead of fighting over them.
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    running, lock, failures = set(), threading.Lock(), []
+    running, lock, failures, stopping = set(), threading.Lock(), [], threading.Event()
     start = time.time()
 
     def run(job, progress, task):
@@ -194,25 +209,35 @@ def main(options):
         name = describe(sweep, point)
         log_path = log_dir / (name.replace(" ", "__").replace("env_id=", "").replace("=", "") + ".log")
         with open(log_path, "w") as log:
-            process = subprocess.Popen(
-                agent_command(sweep, point), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )  # Ctrl-C reaches the runs once, from here
             with lock:
+                if stopping.is_set():
+                    return
+                process = subprocess.Popen(
+                    agent_command(sweep, point), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                )  # its own session: Ctrl-C reaches the run once, from here
                 running.add(process)
+                time.sleep(1.1)  # run names carry the start second: two runs never share a directory
             returncode = process.wait()
             with lock:
                 running.discard(process)
-        if returncode == 0:
-            lines = log_path.read_text().splitlines()
+        lines = log_path.read_text().splitlines()
+        if returncode == 0 and any(line.startswith("interrupted") for line in lines):
+            progress.console.print(f"stopped {name}: its evaluations so far are kept", soft_wrap=True)
+        elif returncode == 0:
             endings = [line.split(": ", 1)[1] for line in lines if ": scaled return" in line]
             progress.console.print(f"done    {name}: {endings[-1] if endings else ''}", soft_wrap=True)
         else:
             failures.append((name, log_path))
-            last_line = (log_path.read_text().strip().splitlines() or [""])[-1]
-            message = f"FAILED  {name} (exit {returncode}): {last_line}  [log: {log_path}]"
+            message = f"FAILED  {name} (exit {returncode}): {(lines or [''])[-1]}  [log: {log_path}]"
             progress.console.print(message, soft_wrap=True)
         progress.advance(task)
 
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    # A SIGTERM or a closed terminal stops the runs cleanly too, instead of orphaning them.
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGHUP, interrupt)
     columns = [TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, disable=not sys.stdout.isatty()) as progress:
         task = progress.add_task("runs", total=len(todo))
@@ -221,6 +246,7 @@ def main(options):
             for future in [pool.submit(run, job, progress, task) for job in todo]:
                 future.result()
         except KeyboardInterrupt:
+            stopping.set()
             pool.shutdown(wait=False, cancel_futures=True)  # drop the runs that have not started
             with lock:
                 for process in running:  # the scripts stop cleanly and keep what they logged

@@ -55,6 +55,32 @@ def test_every_sweep_file_is_a_grid_over_dt_and_seeds_with_a_baseline_twin(monke
                 assert parameters.get(key) == twin["parameters"].get(key), (name, key)
 
 
+CLASSIC_DTS, MUJOCO_DTS = [0.01, 0.005, 0.002, 0.001, 0.0005], [0.05, 0.02, 0.01, 0.005, 0.002]
+BIPEDAL_DTS = CLASSIC_DTS[:4]
+# The paper's appendix (../shared/REFERENCE.md, section 1): env, dt range, budget (its figures' x axis), settings.
+PAPER = {
+    "pendulum": ("Pendulum-v1", CLASSIC_DTS, 6120, dict(policy_learning_rate=0.02, tau=0.0, normalize_obs=False)),
+    "cartpole": ("CartPole-v1", CLASSIC_DTS, 12600, dict(tau=0.0, normalize_obs=False)),
+    "bipedal": ("BipedalWalker-v3", BIPEDAL_DTS, 57600, dict(policy_learning_rate=0.02, tau=0.9, normalize_obs=True)),
+    "ant": ("Ant-v4", MUJOCO_DTS, 504000, dict(policy_learning_rate=0.03, tau=0.9, normalize_obs=True)),
+    "halfcheetah": ("HalfCheetah-v4", MUJOCO_DTS, 504000, dict(policy_learning_rate=0.03, tau=0.9, normalize_obs=True)),
+}
+
+
+def test_every_sweep_file_has_the_papers_settings(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    for path in SWEEP_FILES:
+        sweep = run_local.load_sweep(path)
+        env_id, dts, budget, settings = PAPER[path.stem.split("_")[0]]
+        parameters = sweep["parameters"]
+        assert parameters["env_id"]["value"] == env_id and parameters["dt"]["values"] == dts, path.name
+        assert parameters["total_time"]["value"] == budget, path.name
+        for key, value in settings.items():
+            if key in sweep["defaults"]:  # DAU has no tau, discrete scripts no policy
+                assert parameters.get(key, {"value": sweep["defaults"][key]})["value"] == value, (path.name, key)
+        assert sweep.get("project") == "dau"  # an agent's runs go to the sweep's project, not wandb.init's
+
+
 def test_the_agent_command_is_wandbs(monkeypatch):
     monkeypatch.chdir(ROOT)
     sweep = run_local.load_sweep(ROOT / "sweeps" / "bipedal_dau.yaml")
@@ -143,13 +169,14 @@ def test_no_wandb_credentials_is_refused_before_any_run(workdir):
     assert not (workdir / "runs").exists()
 
 
-def write_run(runs_dir, script, dt, seed, returns, eval_every=150.0, **args):
-    run_dir = Path(runs_dir, f"Pendulum-v1__{script[:-3]}__dt{dt:g}__{seed}__0")
+def write_run(runs_dir, script, dt, seed, returns, eval_every=150.0, start_time=1, **args):
+    run_dir = Path(runs_dir, f"Pendulum-v1__{script[:-3]}__dt{dt:g}__{seed}__{start_time}")
     run_dir.mkdir(parents=True)
     rows = ["physical_time,env_steps,updates,wall_time,scaled_return"]
     rows += [f"{k * eval_every + 0.5 * dt},0,0,0,{value}" for k, value in enumerate(returns)]
     (run_dir / "evals.csv").write_text("\n".join(rows) + "\n")
-    run_args = {"env_id": "Pendulum-v1", "seed": seed, "hidden_size": 16, **args}
+    run_args = {"env_id": "Pendulum-v1", "seed": seed, "hidden_size": 16, "total_time": 600.0, "eval_every": 150.0}
+    run_args |= args
     info = {"script": script, "run_name": run_dir.name, "dt": dt, "args": run_args, "completed": True}
     (run_dir / "run.json").write_text(json.dumps(info))
     return run_dir
@@ -158,6 +185,8 @@ def write_run(runs_dir, script, dt, seed, returns, eval_every=150.0, **args):
 def test_the_robustness_table_and_figure(tmp_path):
     import plot
 
+    older = write_run(tmp_path, "dau_continuous.py", 0.01, 1, [-1400, -1400, -1400, -1400, -1400], start_time=0)
+    os.utime(older / "run.json", (0, 0))  # an older run of the same seed: replaced by the newer one
     for seed, shift in ((1, 0.0), (2, 20.0)):  # DAU: every dt ends near -150; DDPG: -300 at dt 0.01, -1000 at 0.001
         write_run(tmp_path, "dau_continuous.py", 0.01, seed, [-1400, -600, -200, -160 + shift, -140 + shift])
         write_run(tmp_path, "dau_continuous.py", 0.001, seed, [-1400, -900, -300, -170 + shift, -150 + shift])
@@ -168,13 +197,14 @@ def test_the_robustness_table_and_figure(tmp_path):
     (unfinished / "run.json").write_text(json.dumps({**info, "completed": False}))  # ignored
 
     runs = plot.load_runs(tmp_path)
-    table = plot.robustness_table(runs, last=2)
-    # DAU finals: dt 0.01 seeds -150 / -130, dt 0.001 -160 / -140; untrained -1400; best -140.
-    assert "| DAU | -140.0 ± 10.0 (n=2) | -150.0 ± 10.0 (n=2) |" in table
-    dau_ratio = (-150 + 1400) / (-140 + 1400)
-    ddpg_ratio = (-995 + 1400) / (-295 + 1400)  # seeds -1000 / -990 and -300 / -290
-    assert f"| {dau_ratio:.2f} |" in table.splitlines()[4] and f"| {ddpg_ratio:.2f} |" in table.splitlines()[5]
-    assert "DDPG (unscaled)" in table.splitlines()[5]
+    table = plot.robustness_table(runs, last=2).splitlines()
+    # Finals (last 2 evaluations): DAU -150 / -130 at dt 0.01, -160 / -140 at 0.001; DDPG -300 / -290 and
+    # -1000 / -990. Untrained -1400, best -140. Scores: (final + 1400) / 1260.
+    assert table[4] == "| DAU | -140.0 ± 14.1 (n=2) | -150.0 ± 14.1 (n=2) | 0.99 | 0.99 |"
+    ddpg_ratio, ddpg_worst = (-995 + 1400) / (-295 + 1400), (-995 + 1400) / 1260
+    ddpg_cells = "| DDPG (unscaled) | -295.0 ± 7.1 (n=2) | -995.0 ± 7.1 (n=2) |"
+    assert table[5] == f"{ddpg_cells} {ddpg_ratio:.2f} | {ddpg_worst:.2f} |"
+    assert round(ddpg_ratio, 2) != round(ddpg_worst, 2)
     out = tmp_path / "figures" / "curves.png"
     plot.plot(runs, out)
     assert out.read_bytes()[:4] == b"\x89PNG"
@@ -201,6 +231,8 @@ def test_the_phase_plane_shows_the_checkpoints_networks(tmp_path):
     with torch.no_grad():
         assert image[50, 50] == pytest.approx(value(torch.tensor([[1.0, 0.0, 0.0]])).item(), abs=1e-5)
         assert image[0, 0] == pytest.approx(value(torch.tensor([[-1.0, 0.0, -8.0]])).item(), abs=1e-5)
+        assert image[50, 75] == pytest.approx(value(torch.tensor([[0.0, 1.0, 0.0]])).item(), abs=1e-5)  # angle pi/2
+        assert image[75, 50] == pytest.approx(value(torch.tensor([[1.0, 0.0, 4.0]])).item(), abs=1e-5)  # velocity 4
     policy = phase_plane.evaluate_checkpoint(run_dir / "checkpoints" / "300.0s.pt", "policy")
     assert np.abs(policy).max() <= 1 and policy.std() > 0
 
@@ -220,4 +252,5 @@ def test_ctrl_c_stops_the_runs_cleanly_and_keeps_their_logs(workdir):
     assert process.returncode != 0 and "interrupted" in stderr and "Traceback" not in stderr
     runs = [json.loads(path.read_text()) for path in workdir.glob("runs/*/run.json")]
     assert len(runs) == 2 and not any(run["completed"] for run in runs)  # the next call runs them again
+    assert all("physical_time" in run for run in runs)  # written on the scripts' clean interruption path
     assert all(len((path.read_text()).splitlines()) >= 2 for path in workdir.glob("runs/*/evals.csv"))
