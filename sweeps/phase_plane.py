@@ -116,7 +116,7 @@ def main(options):
                     "in [-8, 8]", fontsize=9)  # fmt: skip
     figure.tight_layout()
     options.out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(options.out, dpi=110)
+    figure.savefig(options.out, dpi=90)
     print(f"figure: {options.out}")
 
 
