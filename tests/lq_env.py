@@ -25,8 +25,8 @@ import math
 import gymnasium as gym
 import numpy as np
 
-ALPHA, BETA, Q_COST, R_COST, GAMMA = 0.5, 1.0, 1.0, 0.1, 0.8
-NATIVE_DT, EPISODE_SECONDS, ACTION_BOUND, RESET_RANGE = 0.05, 5.0, 10.0, 1.0
+ALPHA, BETA, Q_COST, R_COST, GAMMA = -0.5, 1.0, 1.0, 0.2, 0.8
+NATIVE_DT, EPISODE_SECONDS, ACTION_BOUND, RESET_RANGE = 0.05, 5.0, 5.0, 2.0
 
 
 def transition(dt, alpha=ALPHA, beta=BETA):
@@ -68,6 +68,27 @@ def optimal_gain(gamma=GAMMA, alpha=ALPHA, beta=BETA, q=Q_COST, r=R_COST):
     drift = 2 * alpha + math.log(gamma)
     p = (drift + math.sqrt(drift**2 + 4 * q * beta**2 / r)) / (2 * beta**2 / r)
     return p * beta / r
+
+
+def linear_policy_return(k, dt, s0):
+    """The scaled return of one episode from s0 (what the scripts report: the rewards times
+    dt / NATIVE_DT, summed over EPISODE_SECONDS) under a = -k s, in closed form: the state after n
+    steps is rho^n s0, so the return is -(q + r k^2) s0^2 (1 - rho^(2N)) / (1 - rho^2) dt / NATIVE_DT."""
+    growth, gain = transition(dt)
+    rho_squared, steps = (growth - gain * k) ** 2, round(EPISODE_SECONDS / dt)
+    return -(Q_COST + R_COST * k**2) * s0**2 * (1 - rho_squared**steps) / (1 - rho_squared) * dt / NATIVE_DT
+
+
+def policy_return(policy, dt, s0):
+    """The scaled return of one episode from each initial state in s0 under `policy` (states (n, 1) ->
+    actions (n, 1)), stepped exactly as the env steps: actions clipped to the bound, held for dt."""
+    growth, gain = transition(dt)
+    state, total = np.asarray(s0, dtype=np.float64).reshape(-1, 1), 0.0
+    for _ in range(round(EPISODE_SECONDS / dt)):
+        action = np.clip(policy(state), -ACTION_BOUND, ACTION_BOUND)
+        total = total - (Q_COST * state**2 + R_COST * action**2)
+        state = growth * state + gain * action
+    return total[:, 0] * dt / NATIVE_DT
 
 
 class LinearQuadratic(gym.Env):

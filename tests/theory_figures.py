@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests import lq_env as lq  # noqa: E402
-from tests.test_theory import GAIN, learn_frozen_policy, relative_rms_error  # noqa: E402
+from tests.test_theory import FROZEN_POLICY_GAMMA, GAIN, learn_frozen_policy, relative_rms_error  # noqa: E402
 
 OUT = ROOT / "docs" / "figures"
 
@@ -60,7 +60,7 @@ def action_gap_figure():
 
 
 def learned_advantage_figure():
-    gamma, dts = 0.05, (0.05, 0.01, 0.002)
+    gamma, dts = FROZEN_POLICY_GAMMA, (0.05, 0.01, 0.002)
     figure, axes = plt.subplots(1, len(dts), figsize=(12, 3.8), sharey=True)
     for ax, dt in zip(axes, dts, strict=True):
         states, actions, learned, _ = learn_frozen_policy(dt, gamma)
