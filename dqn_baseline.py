@@ -27,12 +27,13 @@ from typing import Literal
 
 import gymnasium as gym
 import numpy as np
+import psutil
 import torch
 import torch.nn as nn
 import tyro
-from rich.progress import BarColumn, Progress, TextColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-from dt_wrappers import check_dt, make_env
+from dt_wrappers import EvaluationVideos, check_dt, env_settings, make_env, settings_help
 
 
 @dataclass
@@ -55,30 +56,34 @@ class Args:
     """save the networks, the normaliser and the args to runs/<run_name>/model.pt"""
     eval_model: str | None = None
     """evaluate a model.pt saved by --save-model (at its env and dt) instead of training"""
+    capture_video: bool = False
+    """record one evaluation episode at evaluations 0, 1, 4, 16, ... and at the end to runs/<run_name>/videos/"""
     checkpoint_every: float | None = None
     """also save the model every this many physical seconds, to runs/<run_name>/checkpoints/<time>s.pt"""
     env_id: str = "CartPole-v1"
     """a discrete-action environment supported by dt_wrappers"""
     dt: float | None = None
     """time step in seconds; None: the environment's native step"""
-    total_time: float = 1800.0
-    """training budget in physical seconds of interaction, summed over all training envs (the paper's x axis)"""
+    total_time: float | None = None
+    """training budget in physical seconds of interaction, summed over all training envs (the paper's x axis);
+    None: the env's default (table above)"""
     time_limit: float | None = None
     """episode length in physical seconds; None: the environment's native duration"""
     num_envs: int = 256
     """parallel training environments"""
     num_eval_envs: int = 8
     """evaluation environments (one deterministic episode each)"""
-    eval_every: float = 300.0
-    """physical seconds of training between evaluations"""
+    eval_every: float | None = None
+    """physical seconds of training between evaluations; None: the env's default (table above)"""
     steps_per_round: int = 10
     """environment steps per round, in every env (paper: nb_steps)"""
     updates_per_round: int = 50
     """gradient steps per round (paper: nb_learn)"""
     batch_size: int = 256
     """transitions per gradient step (paper: N)"""
-    buffer_size: int = 1_000_000
-    """replay buffer capacity in transitions"""
+    buffer_time: float | None = None
+    """replay memory in physical seconds of interaction, summed over all training envs (like --total-time), so
+    the same at every dt; None: the env's default (table above)"""
     gamma: float = 0.8
     """discount per physical second; a step is discounted by gamma**dt"""
     learning_rate: float = 0.1
@@ -91,32 +96,40 @@ class Args:
     """stiffness of the Ornstein-Uhlenbeck exploration noise (per second)"""
     ou_sigma: float = 1.5
     """scale of the Ornstein-Uhlenbeck exploration noise (per sqrt(second))"""
-    normalize_obs: bool = False
-    """normalise observations by their running mean and std"""
+    normalize_obs: bool | None = None
+    """normalise observations by their running mean and std (True or False); None: the env's default (table above)"""
     hidden_size: int = 256
     """width of the two hidden layers"""
-    tau: float = 0.0
-    """target update psi' <- tau psi' + (1 - tau) psi, tau weighs the OLD target (paper: 0 for CartPole, 0.9 else)"""
+    tau: float | None = None
+    """target update psi' <- tau psi' + (1 - tau) psi (tau weighs the OLD target); None: the env's default"""
     scaled: bool = False
     """scale reward, learning rates and RMSprop with dt (default: with the fixed --ref-dt, the paper's main figures)"""
     ref_dt: float = 0.01
     """dt0, the reference time step of the unscaled variant"""
 
 
-def check_args(args, dt):
+def check_args(args, dt, obs_dim, action_dim):
     """Refuse arguments that cannot give a meaningful run, before any work."""
     check_dt(dt)
     check_dt(args.ref_dt)
     if not 0 <= args.tau < 1:
         raise ValueError(f"--tau must be in [0, 1), got {args.tau}")
-    for name in ("num_envs", "num_eval_envs", "steps_per_round", "updates_per_round", "batch_size", "buffer_size"):
+    for name in ("num_envs", "num_eval_envs", "steps_per_round", "updates_per_round", "batch_size"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-    if args.batch_size > args.buffer_size:
-        raise ValueError(f"--batch-size ({args.batch_size}) is larger than --buffer-size ({args.buffer_size})")
     round_time = args.num_envs * args.steps_per_round * dt
     if not args.total_time >= round_time:
         raise ValueError(f"--total-time {args.total_time} s is shorter than one round ({round_time:g} s)")
+    if not 0 < args.buffer_time < math.inf:
+        raise ValueError(f"--buffer-time must be positive and finite, got {args.buffer_time}")
+    if round(args.buffer_time / dt) < args.batch_size:
+        raise ValueError(f"--buffer-time {args.buffer_time:g} s holds {round(args.buffer_time / dt)} transitions at "
+                         f"dt {dt:g}, fewer than --batch-size ({args.batch_size})")  # fmt: skip
+    needed, available = buffer_rows(args, dt) * 4 * (2 * obs_dim + action_dim + 2), psutil.virtual_memory().available
+    if needed > available:  # (s, a, r, terminated, s') in float32 per transition
+        raise ValueError(f"the replay buffer needs {needed / 1e9:.1f} GB for {buffer_rows(args, dt)} transitions "
+                         f"(--buffer-time {args.buffer_time:g} s at dt {dt:g}), but {available / 1e9:.1f} GB are "
+                         "available: lower --buffer-time (or --total-time)")  # fmt: skip
     if not 0 < args.gamma <= 1:
         raise ValueError(f"--gamma must be in (0, 1], got {args.gamma}")
     if not 0 <= args.epsilon <= 1:
@@ -126,6 +139,14 @@ def check_args(args, dt):
             raise ValueError(f"--{name.replace('_', '-')} must be positive and finite, got {getattr(args, name)}")
     if args.checkpoint_every is not None and not 0 < args.checkpoint_every < math.inf:
         raise ValueError(f"--checkpoint-every must be positive and finite, got {args.checkpoint_every}")
+
+
+def buffer_rows(args, dt):
+    """Replay capacity in transitions: --buffer-time physical seconds at this dt (the paper's Discussion: a
+    buffer of a fixed number of transitions covers less physical time as dt shrinks), and never more than
+    the run collects."""
+    num_rounds = int(args.total_time / (args.num_envs * args.steps_per_round * dt) + 1e-9)
+    return min(round(args.buffer_time / dt), num_rounds * args.num_envs * args.steps_per_round)
 
 
 def mlp(inputs, outputs, hidden_size):
@@ -156,7 +177,9 @@ class Normalizer(nn.Module):
         self.count.copy_(total)
 
     def forward(self, obs):
-        return (obs - self.mean) / self.var.sqrt().clamp_min(1e-4)
+        # A std floor of 0.1 (as in the authors' code): near-constant features (BipedalWalker's lidar and
+        # contact flags) are centred, not multiplied by up to 1 / their tiny std.
+        return (obs - self.mean) / self.var.sqrt().clamp_min(0.1)
 
 
 class QNetwork(nn.Module):
@@ -175,11 +198,15 @@ class OUNoise:
     started from its stationary law N(0, sigma^2 / (2 kappa)) and never reset."""
 
     def __init__(self, shape, kappa, sigma, dt, device):
-        self.kappa, self.sigma, self.dt = kappa, sigma, dt
+        # The exact step: z(t + dt) given z(t) is N(z(t) e^(-kappa dt), sigma^2 (1 - e^(-2 kappa dt)) / (2 kappa)),
+        # so the process has the same law at every dt. (The authors' Euler step z += -kappa z dt + sigma sqrt(dt) N
+        # inflates the std by 11% at dt 0.05 and diverges for kappa dt >= 2.)
+        self.decay = math.exp(-kappa * dt)
+        self.scale = sigma * math.sqrt((1 - self.decay**2) / (2 * kappa))
         self.z = torch.randn(shape, device=device) * sigma / math.sqrt(2 * kappa)
 
     def step(self):
-        self.z += -self.kappa * self.z * self.dt + self.sigma * math.sqrt(self.dt) * torch.randn_like(self.z)
+        self.z.mul_(self.decay).add_(self.scale * torch.randn_like(self.z))
         return self.z
 
 
@@ -188,7 +215,8 @@ class ReplayBuffer:
 
     def __init__(self, capacity, obs_dim, device):
         self.capacity, self.size, self.position = capacity, 0, 0
-        self.fields = [torch.zeros((capacity, dim), device=device) for dim in (obs_dim, 1, 1, 1, obs_dim)]
+        # Uninitialised: memory is committed as the ring fills, and only filled rows are ever sampled.
+        self.fields = [torch.empty((capacity, dim), device=device) for dim in (obs_dim, 1, 1, 1, obs_dim)]
 
     def add(self, *transition):
         rows = torch.arange(self.position, self.position + len(transition[0])) % self.capacity
@@ -266,7 +294,7 @@ def make_vector_env(args, dt, num_envs, seed):
 
 
 if __name__ == "__main__":
-    args = tyro.cli(Args)
+    args = tyro.cli(Args, description=__doc__ + "\n" + settings_help())
     device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
     if args.eval_model:  # evaluate a saved model in the env and at the dt it was trained with
         checkpoint = torch.load(args.eval_model, map_location=device)
@@ -279,7 +307,10 @@ if __name__ == "__main__":
         dt = probe.get_wrapper_attr("dt")
         if probe.get_wrapper_attr("max_steps") is None:  # evaluation runs whole episodes
             raise ValueError(f"{args.env_id} has no episode time limit: pass --time-limit (seconds)")
-        check_args(args, dt)
+        for name, setting in env_settings(probe).items():  # the env's defaults for what was left unset
+            if hasattr(args, name) and getattr(args, name) is None:
+                setattr(args, name, setting)
+        check_args(args, dt, probe.observation_space.shape[0], 1)
     except (ValueError, gym.error.Error) as error:
         sys.exit(f"error: {error}")
     run_name = f"{args.env_id}__{args.exp_name}__dt{dt:g}__{args.seed}__{int(time.time())}"
@@ -304,11 +335,20 @@ if __name__ == "__main__":
     normalizer = Normalizer(obs_dim).to(device)
     qf = QNetwork(obs_dim, num_actions, args.hidden_size, normalizer).to(device)
     networks = {"normalizer": normalizer, "qf": qf}
+
+    def act(obs):  # the deterministic policy on one observation, for the videos
+        with torch.no_grad():
+            return qf(torch.as_tensor(obs[None], dtype=torch.float32, device=device))[0].argmax().item()
+
     if args.eval_model:
         for name, network in networks.items():
             network.load_state_dict(checkpoint[name])
         scaled_return = evaluate(qf, eval_envs, device)
         print(f"{args.eval_model}: mean scaled return {scaled_return:.2f} over {args.num_eval_envs} episodes")
+        if args.capture_video:  # one episode, in a videos/ folder next to the model file
+            videos_dir = os.path.join(os.path.dirname(args.eval_model), "videos")
+            model_name = os.path.splitext(os.path.basename(args.eval_model))[0]
+            EvaluationVideos(args.env_id, dt, args.time_limit, videos_dir, args.seed).record(act, model_name)
         sys.exit(0)
     target_qf = copy.deepcopy(qf)
     target_qf.normalizer = normalizer  # the target sees the current normalisation
@@ -316,10 +356,10 @@ if __name__ == "__main__":
     time_scale = dt if args.scaled else args.ref_dt
     optimizer = torch.optim.RMSprop(
         [{"params": qf.parameters(), "lr": args.learning_rate * time_scale}],
-        alpha=1 - time_scale, momentum=0,
+        alpha=1 - time_scale, momentum=0, foreach=True,  # foreach: the same arithmetic as the per-tensor loop, faster
     )  # fmt: skip
     envs = make_vector_env(args, dt, args.num_envs, args.seed)
-    buffer = ReplayBuffer(args.buffer_size, obs_dim, device)
+    buffer = ReplayBuffer(buffer_rows(args, dt), obs_dim, device)
     noise = OUNoise((args.num_envs, num_actions), args.ou_kappa, args.ou_sigma, dt, device)
 
     run_dir = os.path.join("runs", run_name)
@@ -330,7 +370,9 @@ if __name__ == "__main__":
     round_time = args.num_envs * args.steps_per_round * dt  # physical seconds of interaction per round
     num_rounds = int(args.total_time / round_time + 1e-9)
     physical_time, env_steps, updates, next_eval, next_log, last_eval = 0.0, 0, 0, 0.0, 0.0, float("nan")
-    next_checkpoint, completed = 0.0, False
+    next_checkpoint, completed, eval_seconds = 0.0, False, 0.0
+    if args.capture_video:  # a separate env, so that the evaluation envs' episodes stay as they are
+        videos = EvaluationVideos(args.env_id, dt, args.time_limit, os.path.join(run_dir, "videos"), args.seed)
 
     def save_model(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -346,19 +388,25 @@ if __name__ == "__main__":
     write_run_info(completed=False)
     start = time.time()
 
-    def log_eval():
-        global last_eval
+    def log_eval(final=False):
+        global last_eval, eval_seconds
+        evaluation_start = time.time()
         last_eval = evaluate(qf, eval_envs, device)
         wall_time = time.time() - start
+        eval_seconds += wall_time - (evaluation_start - start)
         evals_csv.writerow([f"{physical_time:.6f}", env_steps, updates, f"{wall_time:.2f}", f"{last_eval:.4f}"])
         evals_file.flush()
-        progress.console.print(f"physical time {physical_time:8.1f} s   scaled return {last_eval:9.2f}")
+        progress.console.print(f"physical time {physical_time:8.1f} s   scaled return {last_eval:9.2f}   "
+                               f"wall {wall_time:6.0f} s")  # fmt: skip
+        if args.capture_video:
+            videos.record(act, f"physical-time-{physical_time:.0f}s", final)
         if args.track:
             wandb.log({"physical_time": physical_time, "eval/scaled_return": last_eval, "env_steps": env_steps})
 
     obs, _ = envs.reset(seed=args.seed)
     columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
-               TextColumn("eval {task.fields[last_eval]:.1f}"), TextColumn("{task.fields[sps]:.0f} SPS")]  # fmt: skip
+               TextColumn("eval {task.fields[last_eval]:.1f}"), TextColumn("{task.fields[sps]:.0f} SPS"),
+               TimeRemainingColumn()]  # fmt: skip
     with Progress(*columns, disable=not sys.stdout.isatty()) as progress:
         task = progress.add_task("physical time", total=num_rounds * round_time, last_eval=last_eval, sps=0)
         try:
@@ -398,7 +446,7 @@ if __name__ == "__main__":
                     wandb.log({"physical_time": physical_time, **training, "charts/SPS": sps,
                                "charts/updates_per_second": updates_per_second})  # fmt: skip
                     next_log += args.eval_every / 10
-            log_eval()
+            log_eval(final=True)
             if args.checkpoint_every:
                 save_model(os.path.join(run_dir, "checkpoints", f"{physical_time:.1f}s.pt"))
             completed = True
@@ -407,9 +455,10 @@ if __name__ == "__main__":
     evals_file.close()
     if args.save_model:
         save_model(os.path.join(run_dir, "model.pt"))
+    wall_time = time.time() - start
     write_run_info(completed=completed, physical_time=physical_time, env_steps=env_steps, updates=updates,
-                   wall_time=time.time() - start, final_scaled_return=last_eval)  # fmt: skip
-    print(f"{run_name}: scaled return {last_eval:.2f} after {physical_time:g} physical s "
-          f"({env_steps} env steps, {updates} updates, {time.time() - start:.1f} s wall) -> {run_dir}")  # fmt: skip
+                   wall_time=wall_time, eval_wall_time=eval_seconds, final_scaled_return=last_eval)  # fmt: skip
+    print(f"{run_name}: scaled return {last_eval:.2f} after {physical_time:g} physical s ({env_steps} env steps, "
+          f"{updates} updates, {wall_time:.1f} s wall, {eval_seconds:.1f} s evaluating) -> {run_dir}")  # fmt: skip
     if args.track:
         wandb.finish()

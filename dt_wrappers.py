@@ -30,20 +30,109 @@ follows these conventions (paper, Sec. 3 "Near Continuous-Time RL"):
    SyncVectorEnv with SAME_STEP autoreset it arrives in `info["final_info"]`.
 
 The env exposes `dt` and `ref_dt` via `env.get_wrapper_attr(...)`.
+
+`env_settings(env)` gives the per-environment defaults the four scripts use for
+every argument left unset: the paper's settings (appendix "Environment dependent
+hyperparameters") and this project's budgets and replay memory, in physical seconds.
 """
 
 import math
+import os
+import sys
+import warnings
 
-import gymnasium as gym
-import numpy as np
-from gymnasium.envs.box2d import bipedal_walker
-from gymnasium.envs.classic_control import CartPoleEnv
-from gymnasium.envs.mujoco import MujocoEnv
+if "DISPLAY" not in os.environ:  # headless: MuJoCo renders through EGL (read when mujoco is imported)
+    os.environ.setdefault("MUJOCO_GL", "egl")
+
+import gymnasium as gym  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+
+# Box2D's SWIG bindings: "builtin type SwigPyPacked has no __module__ attribute" (shown where
+# DeprecationWarnings are, e.g. in tests and notebooks) as it is imported.
+warnings.filterwarnings("ignore", message=r"builtin type \w+ has no __module__ attribute", category=DeprecationWarning)
+from gymnasium.envs.box2d import bipedal_walker  # noqa: E402
+from gymnasium.envs.classic_control import CartPoleEnv  # noqa: E402
+from gymnasium.envs.mujoco import MujocoEnv  # noqa: E402
+from gymnasium.wrappers import RecordVideo  # noqa: E402
+
+# A quiet console, each notice silenced at its source and nothing else:
+# - Gymnasium's "HalfCheetah-v4 is out of date" (v4 still simulates the paper-era tasks; the filter must
+#   come after `import gymnasium`, which installs its own);
+warnings.filterwarnings("ignore", message=r".*The environment \S+-v4 is out of date", category=DeprecationWarning)
+
+
+# - MuJoCo's "compiler attribute 'settotalmass' is deprecated", printed by the C library for every
+#   HalfCheetah model compiled (one line per env: 265 per run). The attribute still sets the masses the
+#   task was designed with, so the model stays as it is; other MuJoCo warnings go on as before.
+_previous_mujoco_warning = mujoco.get_mju_user_warning()  # None: MuJoCo's own printer
+
+
+def _mujoco_warning(message):
+    if message.startswith("compiler attribute 'settotalmass' is deprecated"):
+        return
+    if _previous_mujoco_warning is not None:
+        _previous_mujoco_warning(message)
+    else:
+        print(f"WARNING: {message}", file=sys.stderr, flush=True)
+
+
+mujoco.set_mju_user_warning(_mujoco_warning)
 
 SUPPORTED = (
     "Gymnasium MuJoCo envs, BipedalWalker(-Hardcore), CartPole, and any env with a "
     "writable float `dt` attribute in seconds (e.g. Pendulum, Acrobot)"
 )
+
+
+# Per-environment defaults, the one table the four scripts and the sweep files follow. Paper
+# (appendix): observation normalisation for Ant, HalfCheetah and BipedalWalker; policy learning
+# rate 0.02 for Pendulum, CartPole and BipedalWalker, 0.03 otherwise; target weight tau 0 for Pendulum
+# and CartPole, 0.9 otherwise. Replay memory (paper, Discussion): 1e6 transitions at the coarsest dt of
+# the paper's range for the env, held constant in physical seconds. Budgets and evaluation cadence:
+# this project's (a run worth keeping in well under an hour on 2 cores; evaluation about 6% of it, measured
+# at the native dt on 2 cores: 8 full episodes cost as much as 1/16 of an interval of training).
+ENV_SETTINGS = {
+    "Pendulum": dict(total_time=1800, eval_every=300, buffer_time=10_000, normalize_obs=False,
+                     policy_learning_rate=0.02, tau=0.0),
+    "CartPole": dict(total_time=1800, eval_every=300, buffer_time=10_000, normalize_obs=False,
+                     policy_learning_rate=0.02, tau=0.0),
+    "BipedalWalker": dict(total_time=20_000, eval_every=2000, buffer_time=10_000, normalize_obs=True,
+                          policy_learning_rate=0.02, tau=0.9),
+    "Ant": dict(total_time=50_000, eval_every=5000, buffer_time=50_000, normalize_obs=True,
+                policy_learning_rate=0.03, tau=0.9),
+    "HalfCheetah": dict(total_time=30_000, eval_every=3000, buffer_time=50_000, normalize_obs=True,
+                        policy_learning_rate=0.03, tau=0.9),
+}  # fmt: skip
+ENV_SETTINGS["BipedalWalkerHardcore"] = ENV_SETTINGS["BipedalWalker"]
+# Any other env: 1e6 transitions at its native step; other MuJoCo envs are normalised like Ant and HalfCheetah.
+MUJOCO_SETTINGS = dict(total_time=30_000, eval_every=3000, normalize_obs=True, policy_learning_rate=0.03, tau=0.9)
+OTHER_SETTINGS = dict(total_time=1800, eval_every=300, normalize_obs=False, policy_learning_rate=0.03, tau=0.9)
+NATIVE_BUFFER_TRANSITIONS = 1_000_000
+
+
+def env_settings(env):
+    """The defaults for an env made by make_env: total_time, eval_every, buffer_time (seconds),
+    normalize_obs, policy_learning_rate, tau."""
+    name = env.spec.name if env.spec else None
+    if name in ENV_SETTINGS:
+        return dict(ENV_SETTINGS[name])
+    settings = MUJOCO_SETTINGS if isinstance(env.unwrapped, MujocoEnv) else OTHER_SETTINGS
+    return {**settings, "buffer_time": NATIVE_BUFFER_TRANSITIONS * env.get_wrapper_attr("ref_dt")}
+
+
+def settings_help():
+    """The table of env_settings as text, for the scripts' --help."""
+    columns = {"total_time": "total-time", "eval_every": "eval-every", "buffer_time": "buffer-time",
+               "normalize_obs": "normalize", "policy_learning_rate": "policy-lr", "tau": "tau"}  # fmt: skip
+    rows = [(name, settings) for name, settings in ENV_SETTINGS.items() if name != "BipedalWalkerHardcore"]
+    rows += [("other MuJoCo", {**MUJOCO_SETTINGS, "buffer_time": "1e6 steps"}),
+             ("other", {**OTHER_SETTINGS, "buffer_time": "1e6 steps"})]  # fmt: skip
+    lines = ["Per-environment defaults of the arguments left at None (dt_wrappers.ENV_SETTINGS; seconds):",
+             f"  {'env':<14}" + "".join(f"{header:>12}" for header in columns.values())]  # fmt: skip
+    for name, settings in rows:
+        lines.append(f"  {name:<14}" + "".join(f"{settings[key]!s:>12}" for key in columns))
+    return "\n".join(lines)
 
 
 class PhysicalTime(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -138,6 +227,47 @@ class BipedalWalkerTime(PhysicalTime):
         observation = observation.copy()
         observation[1:4] *= self.ref_dt / self.dt
         return observation
+
+
+class PhysicalTimeVideo(RecordVideo):
+    """Gymnasium's RecordVideo with frames sampled in physical time: frame k shows the first state at or
+    after k / fps seconds, so a video plays at real speed at any dt (one frame per step would play a run at
+    dt 0.0005 a hundred times slower than one at dt 0.05). Wraps an env made by make_env."""
+
+    def _capture_frame(self):
+        physical_time = self.env.get_wrapper_attr("steps") * self.env.get_wrapper_attr("dt")
+        due = math.floor(physical_time * self.frames_per_sec + 1e-6) + 1  # frames owed since the reset
+        if due > len(self.recorded_frames):
+            super()._capture_frame()
+            if self.recording:  # a step longer than 1 / fps shows its state for several frames
+                self.recorded_frames += self.recorded_frames[-1:] * (due - len(self.recorded_frames))
+
+
+VIDEO_EVALUATIONS = {0} | {4**k for k in range(32)}
+
+
+class EvaluationVideos:
+    """--capture-video: one episode of the deterministic policy, recorded at evaluations 0, 1, 4, 16, 64...
+    and at the end, into `folder` (`fps` frames per physical second)."""
+
+    def __init__(self, env_id, dt, time_limit, folder, seed=None, fps=30):
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame (classic control, Box2D) renders off screen
+        env = make_env(env_id, dt, time_limit, seed, render_mode="rgb_array")
+        self.env = PhysicalTimeVideo(env, folder, episode_trigger=lambda episode: True, fps=fps)
+        self.evaluations = 0
+
+    def record(self, policy, name, final=False):
+        """Record one episode of `policy` (observation -> env action) to <name>-episode-<n>.mp4 if this
+        evaluation (counted from 0) is due a video; the first and the final one always are."""
+        index, self.evaluations = self.evaluations, self.evaluations + 1
+        if not (final or index in VIDEO_EVALUATIONS):
+            return
+        self.env.name_prefix = name
+        observation, _ = self.env.reset()
+        terminated = truncated = False
+        while not (terminated or truncated):
+            observation, _, terminated, truncated, _ = self.env.step(policy(observation))
+        self.env.stop_recording()  # write the file now, not at the next reset
 
 
 def set_time_step(env, dt):

@@ -12,6 +12,7 @@ The sweep files pass --track: log in with `wandb login`, or set WANDB_MODE=offli
 files) or WANDB_MODE=disabled (no W&B at all).
 """
 
+import functools
 import importlib.util
 import itertools
 import json
@@ -30,6 +31,9 @@ import tyro
 import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dt_wrappers import env_settings, make_env  # noqa: E402
 
 
 @dataclass
@@ -79,18 +83,25 @@ def load_sweep(path, overrides=()):
     if not Path(sweep.get("program", "")).is_file():
         raise ValueError(f"{path}: program {sweep.get('program')!r} not found: run from the repository root")
     parameters = dict(sweep.get("parameters") or {})
+    defaults = script_defaults(sweep["program"])
     for override in overrides:
         key, separator, values = override.partition("=")
         if not separator or not values:
             raise ValueError(f"--override {override!r}: expected KEY=VALUE or KEY=V1,V2")
         values = [parse_value(value) for value in values.split(",")]
+        if defaults.get(key) is not False:  # only a flag off by default takes a boolean (see below)
+            values = [str(value) if isinstance(value, bool) else value for value in values]
         parameters[key] = {"value": values[0]} if len(values) == 1 else {"values": values}
-    defaults = script_defaults(sweep["program"])
     for key, spec in parameters.items():
         if key not in defaults:
             raise ValueError(f"{path}: {key!r} is not an argument of {sweep['program']}")
         if not isinstance(spec, dict) or not ("value" in spec or spec.get("values")):
             raise ValueError(f"{path}: parameter {key!r} needs `value:` or a non-empty `values:` list")
+        values = spec["values"] if "values" in spec else [spec["value"]]
+        if defaults[key] is not False and any(isinstance(value, bool) for value in values):
+            # ${args_no_boolean_flags} makes true a bare flag and drops false: right only for flags off by default.
+            raise ValueError(f"{path}: {key}: write the value as a string, 'True' or 'False' (quoted): a YAML boolean "
+                             f"reaches the script as a bare --{key} or not at all")  # fmt: skip
     return {**sweep, "parameters": parameters, "defaults": defaults}
 
 
@@ -129,9 +140,17 @@ def finished_runs(runs_dir):
     return runs
 
 
+@functools.cache
+def settings_of(env_id):
+    """What the scripts put in place of the arguments left at None for this env (run.json records those)."""
+    return env_settings(make_env(env_id))
+
+
 def is_done(sweep, point, runs):
     """A finished run of the same script with the same arguments (the point's, the defaults for the rest)."""
     script, wanted = Path(sweep["program"]).name, {**sweep["defaults"], **point}
+    settings = settings_of(wanted["env_id"])
+    wanted |= {key: settings[key] for key, value in wanted.items() if value is None and key in settings}
     compared = [key for key in wanted if key not in NOT_COMPARED]
 
     def same_run(run):

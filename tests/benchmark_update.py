@@ -1,11 +1,15 @@
 """Updates per second of the real training loop against a bare loop of the same network work.
 
-    python tests/benchmark_update.py [--dt 0.01] [--total-time 600]
+    python tests/benchmark_update.py [--dt 0.01] [--total-time 600] [--repeats 1]
 
-The bare loop runs, per update, the same forward passes as each script's update() (same networks,
-batch 256), one backward and one RMSprop step, with nothing else: no replay, no environment, no
-bookkeeping. The training loop is the script itself, run end to end (acting, replay, evaluation
-included). The ratio loop / bare says how close training runs to the network's own speed.
+The bare loop calls each script's own update() on a fixed batch of 256, with the script's networks and
+optimizer settings (two RMSprop groups, foreach, deterministic algorithms on the CPU): the same forward
+passes, the same two backward passes and the same optimizer (and, for DDPG, target) steps, with nothing
+else: no replay, no environment, no evaluation, no bookkeeping. The training loop is the script itself,
+run end to end (acting, replay and the evaluations at t=0 and at the end included). The bare loop is
+timed just before and just after the script, and their mean is the reference, so that a change of load
+on the machine during the measurement (other processes) biases the ratio less. The ratio loop / bare
+says how close training runs to the network's own speed.
 """
 
 import argparse
@@ -23,37 +27,37 @@ import dau_continuous as dau  # noqa: E402
 import ddpg_baseline as ddpg  # noqa: E402
 
 
-def bare_updates_per_second(script, seconds=10.0, obs_dim=3, action_dim=1, batch_size=256):
-    obs, next_obs = torch.randn(batch_size, obs_dim), torch.randn(batch_size, obs_dim)
-    action = torch.rand(batch_size, action_dim) * 2 - 1
+def bare_updates_per_second(script, seconds=10.0, obs_dim=3, action_dim=1, batch_size=256, dt=0.01, gamma=0.8):
+    torch.use_deterministic_algorithms(True)  # as the scripts do on the CPU
+    batch = (torch.randn(batch_size, obs_dim), torch.rand(batch_size, action_dim) * 2 - 1, torch.randn(batch_size),
+             torch.zeros(batch_size), torch.randn(batch_size, obs_dim))  # fmt: skip
     normalizer = dau.Normalizer(obs_dim)
     actor = dau.Actor(obs_dim, action_dim, 256, normalizer)
     if script == "dau_continuous.py":
         value, advantage = dau.Value(obs_dim, 256, normalizer), dau.Advantage(obs_dim, action_dim, 256, normalizer)
-        networks = [value, advantage, actor]
+        critic_parameters, lr_scale = [*value.parameters(), *advantage.parameters()], dt
 
-        def forward():  # V(s), Abar(s,a), Abar(s,pi(s)), V(s') as in update()
-            with torch.no_grad():
-                value(next_obs)
-            return (value(obs) + advantage(obs, action) + advantage(obs, actor(obs))).sum()
+        def update(optimizer):
+            return dau.update(batch, value, advantage, actor, optimizer, dt, gamma)
     else:
         qf = ddpg.QNetwork(obs_dim, action_dim, 256, normalizer)
-        target_qf = ddpg.QNetwork(obs_dim, action_dim, 256, normalizer)
-        target_actor = dau.Actor(obs_dim, action_dim, 256, normalizer)
-        networks = [qf, actor]
+        target_qf, target_actor = (
+            ddpg.QNetwork(obs_dim, action_dim, 256, normalizer),
+            dau.Actor(obs_dim, action_dim, 256, normalizer),
+        )
+        critic_parameters, lr_scale = list(qf.parameters()), 0.01  # --ref-dt
 
-        def forward():  # Q(s,a), Q(s,pi(s)), Q'(s',pi'(s')) as in update()
-            with torch.no_grad():
-                target_qf(next_obs, target_actor(next_obs))
-            return qf(obs, action).sum() + qf(obs, actor(obs)).sum()
+        def update(optimizer):
+            return ddpg.update(batch, qf, target_qf, actor, target_actor, optimizer, dt, gamma, lr_scale, 0.0)
 
-    optimizer = torch.optim.RMSprop([p for n in networks for p in n.parameters()], lr=1e-4, alpha=0.99)
+    optimizer = torch.optim.RMSprop(
+        [{"params": critic_parameters, "lr": 0.1 * lr_scale}, {"params": actor.parameters(), "lr": 0.03 * lr_scale}],
+        alpha=1 - lr_scale, momentum=0, foreach=True,
+    )  # fmt: skip
     count, start = 0, time.time()
     while time.time() - start < seconds:
-        optimizer.zero_grad()
-        forward().backward()
-        optimizer.step()
-        count += 1
+        torch.stack([update(optimizer) for _ in range(50)]).cpu()  # one round's updates, as the scripts run them
+        count += 50
     return count / (time.time() - start)
 
 
@@ -70,8 +74,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--dt", type=float, default=0.01)
     parser.add_argument("--total-time", type=float, default=600.0)
+    parser.add_argument("--repeats", type=int, default=1)
     options = parser.parse_args()
-    for script in ("dau_continuous.py", "ddpg_baseline.py"):
-        bare = bare_updates_per_second(script)
-        loop = loop_updates_per_second(script, options.dt, options.total_time)
-        print(f"{script}: training loop {loop:.1f} updates/s, bare loop {bare:.1f} updates/s, ratio {loop / bare:.2f}")
+    for _ in range(options.repeats):
+        for script in ("dau_continuous.py", "ddpg_baseline.py"):
+            before = bare_updates_per_second(script)
+            loop = loop_updates_per_second(script, options.dt, options.total_time)
+            after = bare_updates_per_second(script)
+            bare = (before + after) / 2
+            print(f"{script}: training loop {loop:.1f} updates/s, bare loop {bare:.1f} updates/s "
+                  f"(before {before:.1f}, after {after:.1f}), ratio {loop / bare:.2f}", flush=True)  # fmt: skip

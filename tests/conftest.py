@@ -7,6 +7,17 @@ import torch
 os.environ.setdefault("MUJOCO_GL", "egl")
 # Tests never reach W&B's servers.
 os.environ.setdefault("WANDB_MODE", "offline")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `-n 2` (pyproject.toml): two workers share the two cores, so each, and every script it starts, runs
+    # one torch thread; tests that set OMP_NUM_THREADS themselves (check 6, timing tests) keep theirs.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(items):
+    """The minutes-long learning tests first, so that the short ones fill the other worker meanwhile
+    instead of a long test starting last and running alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
-"""dau_continuous.py and ddpg_baseline.py: update rules against the paper, exploration, replay, learning."""
+"""dau_continuous.py and ddpg_baseline.py: update rules against the paper, truncation, evaluation, learning."""
 
 import copy
-import math
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -97,33 +96,6 @@ def test_advantage_of_the_policy_action_is_zero():
     assert mean_abs_advantage == 0 and td_loss == pytest.approx((v**2).mean().item(), rel=1e-5)
     batch[1] = -batch[1]
     assert dau.update(batch, value, advantage, actor, torch.optim.SGD(value.parameters(), lr=0.0), 0.01, 0.8)[2] > 0
-
-
-@pytest.mark.parametrize("dt", [0.01, 0.001])
-def test_ou_noise_has_physical_time_statistics(dt):
-    """Stationary std sigma / sqrt(2 kappa) = 0.387 and autocorrelation exp(-kappa lag) = 0.472 at a lag
-    of 0.1 s, whatever dt. The Euler scheme is first order: at dt 0.01 the discrete process has std
-    1/sqrt(1 - kappa dt / 2) = 1.9% larger and autocorrelation (1 - kappa dt)^(lag/dt) = 0.459, so 5%."""
-    torch.manual_seed(0)
-    kappa, sigma, lag = 7.5, 1.5, 0.1
-    noise = dau.OUNoise((20000,), kappa, sigma, dt, "cpu")
-    start = noise.z.clone()
-    for _ in range(round(lag / dt)):
-        noise.step()
-    assert start.std().item() == pytest.approx(sigma / math.sqrt(2 * kappa), rel=0.05)
-    assert noise.z.std().item() == pytest.approx(sigma / math.sqrt(2 * kappa), rel=0.05)
-    correlation = np.corrcoef(start.numpy(), noise.z.numpy())[0, 1]
-    assert correlation == pytest.approx(math.exp(-kappa * lag), rel=0.05)
-
-
-def test_normalizer_tracks_the_mean_and_std_of_everything_seen():
-    data = np.random.default_rng(0).normal([1.0, -5.0], [2.0, 0.1], size=(1000, 2)).astype(np.float32)
-    normalizer = dau.Normalizer(2)
-    torch.testing.assert_close(normalizer(torch.tensor(data)), torch.tensor(data))  # identity before any update
-    for chunk in np.split(data, [3, 250, 600]):
-        normalizer.update(torch.tensor(chunk))
-    torch.testing.assert_close(normalizer.mean, torch.tensor(data.mean(0)), rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(normalizer.var, torch.tensor(data.var(0)), rtol=1e-3, atol=1e-6)
 
 
 def test_truncation_keeps_the_final_observation_and_termination_stops_bootstrapping():

@@ -5,6 +5,8 @@ import re
 import pytest
 from helpers import ROOT
 
+from dt_wrappers import ENV_SETTINGS
+
 PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 SNIPPET = re.compile(r"<!-- from (\S+) -->\n```python\n(.*?)```", re.DOTALL)
 LINK = re.compile(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)")
@@ -39,3 +41,18 @@ def test_relative_links_point_to_files_and_headings(page):
 def test_the_tutorial_quotes_both_dau_scripts():
     quoted = {script for script, _ in SNIPPET.findall((ROOT / "docs" / "tutorial.md").read_text())}
     assert quoted == {"dau_continuous.py", "dau_discrete.py"}
+
+
+def test_the_per_environment_table_is_the_codes():
+    """docs/common.md shows dt_wrappers.ENV_SETTINGS: every row of its table says what the table says."""
+    columns = ["total_time", "eval_every", "buffer_time", "normalize_obs", "policy_learning_rate", "tau"]
+    rows = {}
+    for line in (ROOT / "docs" / "common.md").read_text().splitlines():
+        cells = [cell.strip().strip("()") for cell in line.strip("|").split("|")]
+        if len(cells) == 7 and cells[0].split(",")[0] in ENV_SETTINGS:
+            rows[cells[0].split(",")[0]] = dict(zip(columns, cells[1:], strict=True))
+    assert set(rows) == set(ENV_SETTINGS) - {"BipedalWalkerHardcore"}
+    for name, cells in rows.items():
+        for key, cell in cells.items():
+            expected = ENV_SETTINGS[name][key]
+            assert (cell == str(expected)) if isinstance(expected, bool) else float(cell) == expected, (name, key)

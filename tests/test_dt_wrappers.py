@@ -5,14 +5,18 @@ every `hold` seconds), so runs at different dt apply the same control.
 """
 
 import math
+import subprocess
+import sys
 
 import gymnasium as gym
+import imageio_ffmpeg
 import numpy as np
 import pytest
 from gymnasium.envs.box2d import bipedal_walker
 from gymnasium.utils.env_checker import check_env
+from helpers import ROOT
 
-from dt_wrappers import make_env
+from dt_wrappers import EvaluationVideos, PhysicalTimeVideo, env_settings, make_env
 
 
 def physical_state(env):
@@ -317,3 +321,75 @@ def test_unsupported_env_says_what_is_supported():
 def test_unknown_env_id_raises_gymnasiums_error():
     with pytest.raises(gym.error.Error, match="Pendulm"):
         make_env("Pendulm-v1")
+
+
+def test_env_settings_are_the_papers_and_follow_the_env_family():
+    """The paper's appendix: normalisation for Ant, HalfCheetah and BipedalWalker (and, here, any MuJoCo
+    env); policy learning rate 0.02 for Pendulum, CartPole and BipedalWalker, else 0.03; tau 0 for Pendulum
+    and CartPole, else 0.9. Replay memory: 1e6 transitions at the coarsest dt of the paper's range for the
+    env (0.01 s, or 0.05 s for Ant and HalfCheetah), at the native step for any other env."""
+    expected = {  # env: (normalize_obs, policy_learning_rate, tau, buffer_time)
+        "Pendulum-v1": (False, 0.02, 0.0, 1e6 * 0.01),
+        "CartPole-v1": (False, 0.02, 0.0, 1e6 * 0.01),
+        "BipedalWalker-v3": (True, 0.02, 0.9, 1e6 * 0.01),
+        "Ant-v4": (True, 0.03, 0.9, 1e6 * 0.05),
+        "HalfCheetah-v4": (True, 0.03, 0.9, 1e6 * 0.05),
+        "Ant-v5": (True, 0.03, 0.9, 1e6 * 0.05),
+        "HalfCheetah-v5": (True, 0.03, 0.9, 1e6 * 0.05),
+        "Hopper-v4": (True, 0.03, 0.9, 1e6 * 0.008),
+        "Acrobot-v1": (False, 0.03, 0.9, 1e6 * 0.2),
+    }
+    for env_id, values in expected.items():
+        settings = env_settings(make_env(env_id, dt=0.01))
+        got = tuple(settings[key] for key in ("normalize_obs", "policy_learning_rate", "tau", "buffer_time"))
+        assert got == pytest.approx(values), env_id
+        assert settings["total_time"] >= 1800 and 0 < settings["eval_every"] <= settings["total_time"] / 5, env_id
+
+
+MAKE_EVERY_KIND = """
+import warnings
+warnings.simplefilter("default")  # show DeprecationWarnings, as a user's own script or a notebook may
+from dt_wrappers import make_env
+envs = [make_env(env_id, dt=0.005) for env_id in ["HalfCheetah-v4", "HalfCheetah-v4", "HalfCheetah-v5", "Ant-v4",
+                                                     "Ant-v5", "Hopper-v4", "Pendulum-v1"]]
+for env in envs:
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+print(round(float(envs[0].unwrapped.model.body_mass.sum()), 6))
+"""
+
+
+def test_making_envs_prints_no_warnings_and_keeps_the_halfcheetah_masses():
+    """Gymnasium's v4 notice and MuJoCo's per-model 'settotalmass is deprecated' are silenced at their
+    source; the attribute still scales HalfCheetah's masses to their designed total of 14 kg."""
+    result = subprocess.run([sys.executable, "-c", MAKE_EVERY_KIND], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.strip() == "14.0"
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "HalfCheetah-v4"])
+def test_videos_sample_frames_in_physical_time(env_id, tmp_path):
+    """A 1-second episode gives 31 frames at 30 fps (t = 0, 1/30, ..., 1) whatever dt: at dt 0.0005 (2000
+    steps, a frame every ~67 steps), 0.01, and 0.05 (a step longer than a frame: frames repeat). The mp4
+    plays for 1 s (moviepy 2.2 sometimes drops the last frame when it writes: 30 or 31 frames)."""
+    for dt in (0.05, 0.01, 0.0005):
+        env = PhysicalTimeVideo(make_env(env_id, dt, 1.0, seed=0, render_mode="rgb_array"), tmp_path / f"dt{dt}",
+                                episode_trigger=lambda episode: True, fps=30)  # fmt: skip
+        env.reset()
+        zero, truncated = np.zeros(env.action_space.shape, dtype=np.float32), False
+        while not truncated:
+            *_, truncated, _ = env.step(zero)
+        assert len(env.recorded_frames) == 31, dt
+        env.stop_recording()
+        (path,) = (tmp_path / f"dt{dt}").glob("*.mp4")
+        frames, seconds = imageio_ffmpeg.count_frames_and_secs(str(path))
+        assert frames in (30, 31) and seconds == pytest.approx(1.0, abs=1.5 / 30), dt
+
+
+def test_evaluation_videos_record_evaluations_0_1_4_16_and_the_last(tmp_path):
+    videos = EvaluationVideos("Pendulum-v1", 0.01, 0.5, tmp_path, seed=0)
+    for index in range(18):
+        videos.record(lambda obs: np.zeros(1, dtype=np.float32), f"physical-time-{10 * index}s", final=index == 17)
+    assert sorted(int(path.name.split("-")[2][:-1]) for path in tmp_path.glob("physical-time-*s-episode-*.mp4")) == [
+        0, 10, 40, 160, 170]  # fmt: skip

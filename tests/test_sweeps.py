@@ -9,9 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from helpers import ROOT
+
+from dt_wrappers import ENV_SETTINGS
 
 sys.path.insert(0, str(ROOT / "sweeps"))
 import run_local  # noqa: E402
@@ -57,27 +60,29 @@ def test_every_sweep_file_is_a_grid_over_dt_and_seeds_with_a_baseline_twin(monke
 
 CLASSIC_DTS, MUJOCO_DTS = [0.01, 0.005, 0.002, 0.001, 0.0005], [0.05, 0.02, 0.01, 0.005, 0.002]
 BIPEDAL_DTS = CLASSIC_DTS[:4]
-# The paper's appendix (../shared/REFERENCE.md, section 1): env, dt range, budget (its figures' x axis), settings.
+# The paper's experiments (../shared/REFERENCE.md, section 1): env, dt range, budget (its figures' x axis).
 PAPER = {
-    "pendulum": ("Pendulum-v1", CLASSIC_DTS, 6120, dict(policy_learning_rate=0.02, tau=0.0, normalize_obs=False)),
-    "cartpole": ("CartPole-v1", CLASSIC_DTS, 12600, dict(tau=0.0, normalize_obs=False)),
-    "bipedal": ("BipedalWalker-v3", BIPEDAL_DTS, 57600, dict(policy_learning_rate=0.02, tau=0.9, normalize_obs=True)),
-    "ant": ("Ant-v4", MUJOCO_DTS, 504000, dict(policy_learning_rate=0.03, tau=0.9, normalize_obs=True)),
-    "halfcheetah": ("HalfCheetah-v4", MUJOCO_DTS, 504000, dict(policy_learning_rate=0.03, tau=0.9, normalize_obs=True)),
+    "pendulum": ("Pendulum-v1", CLASSIC_DTS, 6120),
+    "cartpole": ("CartPole-v1", CLASSIC_DTS, 12600),
+    "bipedal": ("BipedalWalker-v3", BIPEDAL_DTS, 57600),
+    "ant": ("Ant-v4", MUJOCO_DTS, 504000),
+    "halfcheetah": ("HalfCheetah-v4", MUJOCO_DTS, 504000),
 }
 
 
-def test_every_sweep_file_has_the_papers_settings(monkeypatch):
+def test_every_sweep_file_has_the_papers_grid_and_the_settings_table(monkeypatch):
+    """The paper's env, dt range and budget; the per-environment settings come from dt_wrappers.ENV_SETTINGS
+    (checked against the paper in test_dt_wrappers), and a file that sets one anyway must agree with it."""
     monkeypatch.chdir(ROOT)
     for path in SWEEP_FILES:
         sweep = run_local.load_sweep(path)
-        env_id, dts, budget, settings = PAPER[path.stem.split("_")[0]]
+        env_id, dts, budget = PAPER[path.stem.split("_")[0]]
         parameters = sweep["parameters"]
         assert parameters["env_id"]["value"] == env_id and parameters["dt"]["values"] == dts, path.name
         assert parameters["total_time"]["value"] == budget, path.name
-        for key, value in settings.items():
-            if key in sweep["defaults"]:  # DAU has no tau, discrete scripts no policy
-                assert parameters.get(key, {"value": sweep["defaults"][key]})["value"] == value, (path.name, key)
+        settings = ENV_SETTINGS[gym.spec(env_id).name]
+        for key in set(parameters) & set(settings) - {"total_time", "eval_every"}:  # the budget is the sweep's
+            assert parameters[key]["value"] == settings[key], (path.name, key)
         assert sweep.get("project") == "dau"  # an agent's runs go to the sweep's project, not wandb.init's
 
 
@@ -87,7 +92,9 @@ def test_the_agent_command_is_wandbs(monkeypatch):
     command = run_local.agent_command(sweep, run_local.grid(sweep)[0])
     assert command[:4] == ["/usr/bin/env", sys.executable, "dau_continuous.py", "--track"]
     assert "--dt=0.01" in command and "--seed=1" in command and "--env_id=BipedalWalker-v3" in command
-    assert "--normalize_obs" in command  # a True boolean becomes a bare flag, as tyro needs
+    overridden = run_local.load_sweep(ROOT / "sweeps" / "bipedal_ddpg.yaml", ["normalize_obs=False", "tau=0.5"])
+    command = run_local.agent_command(overridden, run_local.grid(overridden)[0])
+    assert "--normalize_obs=False" in command and "--tau=0.5" in command  # what tyro's None/True/False takes
 
 
 @pytest.mark.parametrize("dt,files", [(0.05, ["ant", "halfcheetah"]), (0.01, ["pendulum", "cartpole", "bipedal"])])
@@ -101,6 +108,9 @@ def test_each_sweep_files_agent_command_runs_its_script(dt, files, workdir):
     assert len(runs) == len(sweep_files) == 2 * len(files)
     for run in runs:
         assert run["dt"] == dt and run["args"]["track"] and run["args"]["seed"] == 1
+        settings = ENV_SETTINGS[gym.spec(run["args"]["env_id"]).name]  # the table reaches every agent's run
+        for key in set(settings) & set(run["args"]) - {"total_time", "eval_every"}:  # the budget is the sweep's
+            assert run["args"][key] == settings[key], (run["script"], key)
         assert math.isfinite(run["final_scaled_return"]) and run["updates"] == 50
     assert len(list(workdir.glob("wandb/offline-run-*"))) == len(runs)
 
@@ -124,6 +134,28 @@ parameters:
   batch_size: {value: 16}
   time_limit: {value: 0.5}
 """
+
+
+def test_a_sweep_can_override_every_per_environment_setting(workdir):
+    """Through W&B's own command construction: normalisation off and on for HalfCheetah (whose default is
+    on), and the other settings of the table, reach the script; a YAML boolean, which
+    ${args_no_boolean_flags} would turn into a bare flag or drop, is refused before any run."""
+    sweep = TINY_SWEEP.replace("dqn_baseline.py", "ddpg_baseline.py").replace("CartPole-v1", "HalfCheetah-v4")
+    sweep = sweep.replace("dt: {values: [0.02, 0.01]}", "dt: {value: 0.05}")
+    (workdir / "override.yaml").write_text(
+        sweep + '  normalize_obs: {values: ["False", "True"]}\n  tau: {value: 0.5}\n  buffer_time: {value: 40}\n'
+        "  policy_learning_rate: {value: 0.01}\n  eval_every: {value: 0.4}\n"
+    )
+    result = executor("override.yaml", "--override", "total_time=2", cwd=workdir)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    runs = finished(workdir)
+    assert sorted(run["args"]["normalize_obs"] for run in runs) == [False, True]
+    for run in runs:
+        assert (run["args"]["tau"], run["args"]["buffer_time"], run["args"]["policy_learning_rate"]) == (0.5, 40, 0.01)
+        assert run["args"]["eval_every"] == 0.4
+    (workdir / "boolean.yaml").write_text(sweep + "  normalize_obs: {value: false}\n")
+    refused = executor("boolean.yaml", cwd=workdir, timeout=120)
+    assert refused.returncode != 0 and "write the value as a string" in refused.stderr
 
 
 def test_the_executor_runs_a_grid_once_and_resumes_after_an_interruption(workdir):

@@ -205,7 +205,7 @@ def test_dau_learns_the_exact_advantage_and_value_at_every_dt(dt):
 # exploration noise of scale 1 instead of 1.5 (the LQ system has one state and a small action bound);
 # everything else is the script's defaults.
 CONTROL_ARGS = ["--env-id", "tests.lq_env:LinearQuadratic-v0", "--num-envs", "32", "--total-time", "320",
-                "--updates-per-round", "20", "--ou-sigma", "1.0", "--normalize-obs", "--eval-every", "160",
+                "--updates-per-round", "20", "--ou-sigma", "1.0", "--normalize-obs", "True", "--eval-every", "160",
                 "--save-model", "--seed", "1"]  # fmt: skip
 
 
