@@ -7,7 +7,8 @@ Run it from the repository root (the sweep files name their program relative to 
 expects). Each grid point's command is built by W&B's own `create_sweep_command_args` and the
 agent's macro substitution, so a local run is exactly the run an agent would start. Runs go to
 runs/<run_name>/ as usual; a grid point whose finished run is already there (runs/*/run.json with
-the same script and arguments) is skipped, so an interrupted sweep resumes where it stopped.
+the same script and arguments), or in a --results folder, is skipped, so an interrupted sweep resumes
+where it stopped, in this session or a later one.
 The sweep files pass --track: log in with `wandb login`, or set WANDB_MODE=offline (local W&B
 files) or WANDB_MODE=disabled (no W&B at all).
 """
@@ -46,6 +47,8 @@ class Options:
     """KEY=VALUE fixes a parameter, KEY=V1,V2 runs a sub-grid (e.g. total_time=600 seed=1,2 dt=0.01,0.001)"""
     dry_run: bool = False
     """print what would run and what is already done, and run nothing"""
+    results: tuple[Path, ...] = ()
+    """folders of runs kept elsewhere (sweeps/collect.py's, e.g. docs/results): their finished runs count as done"""
 
 
 # Arguments that do not change what a run computes: a finished run counts whatever they were.
@@ -205,7 +208,7 @@ def main(options):
             check_wandb(sweeps)
     except (OSError, ValueError, yaml.YAMLError) as error:
         sys.exit(f"error: {error}")
-    runs = finished_runs("runs")
+    runs = [run for folder in ("runs", *options.results) for run in finished_runs(folder)]
     points = [(sweep, point) for sweep in sweeps for point in grid(sweep)]
     unique = {(sweep["program"], json.dumps(point, sort_keys=True)): (sweep, point) for sweep, point in points}
     jobs = schedule(list(unique.values()))  # a point given twice (overlapping files) runs once

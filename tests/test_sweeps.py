@@ -168,6 +168,11 @@ def test_the_executor_runs_a_grid_once_and_resumes_after_an_interruption(workdir
 
     second = executor("tiny.yaml", cwd=workdir)
     assert "2 already finished, 0 to run" in second.stdout and len(list(workdir.glob("runs/*/evals.csv"))) == 2
+    # runs/ gone (a new session), its finished runs kept by collect.py: still done.
+    (workdir / "runs").rename(workdir / "kept")
+    later = executor("tiny.yaml", "--results", "kept", "--dry-run", cwd=workdir)
+    assert "2 already finished, 0 to run" in later.stdout, later.stdout + later.stderr
+    (workdir / "kept").rename(workdir / "runs")
 
     # A run that was interrupted (completed: false) is run again; finished ones are not.
     (run_json,) = [path for path in workdir.glob("runs/*/run.json") if "dt0.01_" in str(path)]
@@ -286,3 +291,19 @@ def test_ctrl_c_stops_the_runs_cleanly_and_keeps_their_logs(workdir):
     assert len(runs) == 2 and not any(run["completed"] for run in runs)  # the next call runs them again
     assert all("physical_time" in run for run in runs)  # written on the scripts' clean interruption path
     assert all(len((path.read_text()).splitlines()) >= 2 for path in workdir.glob("runs/*/evals.csv"))
+
+
+def test_collect_keeps_the_small_files_of_finished_runs_only(tmp_path):
+    import collect
+    import plot
+
+    for seed in (1, 2):
+        run_dir = write_run(tmp_path / "runs", "dau_continuous.py", 0.01, seed, [-1400, -200])
+        (run_dir / "model.pt").write_bytes(b"weights")
+    unfinished = write_run(tmp_path / "runs", "dau_continuous.py", 0.01, 3, [-1400])
+    (unfinished / "run.json").write_text(json.dumps({**json.loads((unfinished / "run.json").read_text()),
+                                                     "completed": False}))  # fmt: skip
+    assert len(collect.collect(tmp_path / "runs", tmp_path / "results")) == 2
+    assert sorted(path.name for path in (tmp_path / "results").glob("*/*")) == ["evals.csv"] * 2 + ["run.json"] * 2
+    assert collect.collect(tmp_path / "runs", tmp_path / "results") == []  # nothing new the second time
+    assert len(plot.load_runs(tmp_path / "results")["Pendulum-v1"]["DAU"][0.01]) == 2  # the plots read them

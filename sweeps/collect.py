@@ -1,0 +1,46 @@
+"""Keep the small files of finished runs in git: copy each completed run's run.json and evals.csv
+from runs/ to a results folder, from which sweeps/plot.py redraws the figures and tables.
+
+    python sweeps/collect.py --out docs/results
+    python sweeps/plot.py --runs docs/results --env-ids Pendulum-v1 CartPole-v1 --out docs/figures/curves.png
+
+Checkpoints, models and videos stay in runs/. A run already in the results folder is left as it is.
+"""
+
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import tyro
+
+
+@dataclass
+class Options:
+    out: Path
+    """the results folder (one sub-folder per run, named as in runs/)"""
+    runs: Path = Path("runs")
+    """where the runs are"""
+
+
+def collect(runs, out):
+    """Copy every completed run not yet in `out`; returns the names of the runs copied."""
+    copied = []
+    for run_json in sorted(Path(runs).glob("*/run.json")):
+        if not json.loads(run_json.read_text()).get("completed") or (Path(out) / run_json.parent.name).exists():
+            continue
+        target = Path(out) / run_json.parent.name
+        target.mkdir(parents=True)
+        for name in ("run.json", "evals.csv"):
+            shutil.copy2(run_json.parent / name, target / name)
+        copied.append(target.name)
+    return copied
+
+
+if __name__ == "__main__":
+    options = tyro.cli(Options)
+    if not options.runs.is_dir():
+        sys.exit(f"error: no runs folder {options.runs}")
+    copied = collect(options.runs, options.out)
+    print(f"{len(copied)} finished runs copied to {options.out}")
