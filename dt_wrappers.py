@@ -253,6 +253,10 @@ class EvaluationVideos:
     def __init__(self, env_id, dt, time_limit, folder, seed=None, fps=30):
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame (classic control, Box2D) renders off screen
         env = make_env(env_id, dt, time_limit, seed, render_mode="rgb_array")
+        base = env.unwrapped
+        if isinstance(base, MujocoEnv):  # the model's tracking camera: the free one loses a runner in seconds
+            track = mujoco.mj_name2id(base.model, mujoco.mjtObj.mjOBJ_CAMERA, "track")
+            base.mujoco_renderer.camera_id = track if track >= 0 else base.mujoco_renderer.camera_id
         self.env = PhysicalTimeVideo(env, folder, episode_trigger=lambda episode: True, fps=fps)
         self.evaluations = 0
 
