@@ -110,9 +110,10 @@ def check_args(args, dt, obs_dim, action_dim):
     if round(args.buffer_time / dt) < args.batch_size:
         raise ValueError(f"--buffer-time {args.buffer_time:g} s holds {round(args.buffer_time / dt)} transitions at "
                          f"dt {dt:g}, fewer than --batch-size ({args.batch_size})")  # fmt: skip
-    needed, available = buffer_rows(args, dt) * 4 * (2 * obs_dim + action_dim + 2), psutil.virtual_memory().available
-    if needed > available:  # (s, a, r, terminated, s') in float32 per transition
-        raise ValueError(f"the replay buffer needs {needed / 1e9:.1f} GB for {buffer_rows(args, dt)} transitions "
+    rows, available = buffer_rows(args, dt), psutil.virtual_memory().available
+    needed = rows * 4 * (2 * obs_dim + action_dim + 2)  # (s, a, r, terminated, s') in float32 per transition
+    if needed > available:
+        raise ValueError(f"the replay buffer needs {needed / 1e9:.1f} GB for {rows} transitions "
                          f"(--buffer-time {args.buffer_time:g} s at dt {dt:g}), but {available / 1e9:.1f} GB are "
                          "available: lower --buffer-time (or --total-time)")  # fmt: skip
     if not 0 < args.gamma <= 1:
@@ -394,8 +395,8 @@ if __name__ == "__main__":
         global last_eval, eval_seconds
         evaluation_start = time.time()
         last_eval = evaluate(actor, eval_envs, action_low, action_high, device)
+        eval_seconds += time.time() - evaluation_start
         wall_time = time.time() - start
-        eval_seconds += wall_time - (evaluation_start - start)
         evals_csv.writerow([f"{physical_time:.6f}", env_steps, updates, f"{wall_time:.2f}", f"{last_eval:.4f}"])
         evals_file.flush()
         progress.console.print(f"physical time {physical_time:8.1f} s   scaled return {last_eval:9.2f}   "
