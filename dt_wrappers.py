@@ -256,7 +256,8 @@ class EvaluationVideos:
         base = env.unwrapped
         if isinstance(base, MujocoEnv):  # the model's tracking camera: the free one loses a runner in seconds
             track = mujoco.mj_name2id(base.model, mujoco.mjtObj.mjOBJ_CAMERA, "track")
-            base.mujoco_renderer.camera_id = track if track >= 0 else base.mujoco_renderer.camera_id
+            if track >= 0:
+                base.mujoco_renderer.camera_id = track
         self.env = PhysicalTimeVideo(env, folder, episode_trigger=lambda episode: True, fps=fps)
         self.evaluations = 0
 

@@ -9,7 +9,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("WANDB_MODE", "offline")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `-n 2` (pyproject.toml): two workers share the two cores, so each, and every script it starts, runs
-    # one torch thread; tests that set OMP_NUM_THREADS themselves (check 6, timing tests) keep theirs.
+    # one torch thread (two threads stall when the other core is busy).
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
 
