@@ -206,7 +206,7 @@ def test_no_wandb_credentials_is_refused_before_any_run(workdir):
     assert not (workdir / "runs").exists()
 
 
-def write_run(runs_dir, script, dt, seed, returns, eval_every=150.0, start_time=1, **args):
+def write_run(runs_dir, script, dt, seed, returns, eval_every=150.0, start_time=1, wall_time=60.0, **args):
     run_dir = Path(runs_dir, f"Pendulum-v1__{script[:-3]}__dt{dt:g}__{seed}__{start_time}")
     run_dir.mkdir(parents=True)
     rows = ["physical_time,env_steps,updates,wall_time,scaled_return"]
@@ -215,7 +215,7 @@ def write_run(runs_dir, script, dt, seed, returns, eval_every=150.0, start_time=
     run_args = {"env_id": "Pendulum-v1", "seed": seed, "hidden_size": 16, "total_time": 600.0, "eval_every": 150.0}
     run_args |= args
     info = {"script": script, "run_name": run_dir.name, "dt": dt, "args": run_args, "completed": True}
-    (run_dir / "run.json").write_text(json.dumps(info))
+    (run_dir / "run.json").write_text(json.dumps(info | {"wall_time": wall_time}))
     return run_dir
 
 
@@ -226,7 +226,8 @@ def test_the_robustness_table_and_figure(tmp_path):
     os.utime(older / "run.json", (0, 0))  # an older run of the same seed: replaced by the newer one
     for seed, shift in ((1, 0.0), (2, 20.0)):  # DAU: every dt ends near -150; DDPG: -300 at dt 0.01, -1000 at 0.001
         write_run(tmp_path, "dau_continuous.py", 0.01, seed, [-1400, -600, -200, -160 + shift, -140 + shift])
-        write_run(tmp_path, "dau_continuous.py", 0.001, seed, [-1400, -900, -300, -170 + shift, -150 + shift])
+        write_run(tmp_path, "dau_continuous.py", 0.001, seed, [-1400, -900, -300, -170 + shift, -150 + shift],
+                  wall_time=540.0 + 120 * seed)  # fmt: skip
         write_run(tmp_path, "ddpg_baseline.py", 0.01, seed, [-1400, -500, -300, -300, -300 + shift], scaled=False)
         write_run(tmp_path, "ddpg_baseline.py", 0.001, seed, [-1400, -1000, -1000, -1000, -1000 + shift])
     unfinished = write_run(tmp_path, "dau_continuous.py", 0.01, 3, [-1400, 0])
@@ -242,6 +243,9 @@ def test_the_robustness_table_and_figure(tmp_path):
     ddpg_cells = "| DDPG (unscaled) | -295.0 ± 7.1 (n=2) | -995.0 ± 7.1 (n=2) |"
     assert table[5] == f"{ddpg_cells} {ddpg_ratio:.2f} | {ddpg_worst:.2f} |"
     assert round(ddpg_ratio, 2) != round(ddpg_worst, 2)
+    # Wall time: DAU 2 x 1 min at dt 0.01, 11 and 13 min at 0.001; DDPG 4 runs of 1 min.
+    assert table[-1] == "Wall time (minutes): DAU 26 in all, per run 1.0 at dt 0.01, 12.0 at dt 0.001; " \
+                        "DDPG (unscaled) 4 in all, per run 1.0 at dt 0.01, 1.0 at dt 0.001"  # fmt: skip
     out = tmp_path / "figures" / "curves.png"
     plot.plot(runs, out)
     assert out.read_bytes()[:4] == b"\x89PNG"
