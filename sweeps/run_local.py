@@ -2,6 +2,7 @@
 
     python sweeps/run_local.py sweeps/pendulum_dau.yaml sweeps/pendulum_ddpg.yaml --workers 2
     python sweeps/run_local.py sweeps/cartpole_*.yaml --override total_time=600 seed=1 dt=0.01,0.001
+    python sweeps/run_local.py sweeps/ant_*.yaml --results docs/results --hours 2.5   # a 3-hour session
 
 Run it from the repository root (the sweep files name their program relative to it, as `wandb agent`
 expects). Each grid point's command is built by W&B's own `create_sweep_command_args` and the
@@ -49,6 +50,10 @@ class Options:
     """print what would run and what is already done, and run nothing"""
     results: tuple[Path, ...] = ()
     """folders of runs kept elsewhere (sweeps/collect.py's, e.g. docs/results): their finished runs count as done"""
+    hours: float | None = None
+    """start a run only if it should end within this many hours of the executor's start (its rounds times the
+    slowest seconds per round of finished runs of the same script and env; a run with no such measure starts
+    while time is left), so that a time-limited session or job loses no half-done run; None: no limit"""
 
 
 # Arguments that do not change what a run computes: a finished run counts whatever they were.
@@ -149,17 +154,38 @@ def settings_of(env_id):
     return env_settings(make_env(env_id))
 
 
+def run_args(sweep, point):
+    """The arguments a grid point's run will have: the point's, the script's defaults for the rest, and the
+    env's settings for those left at None (as run.json records them)."""
+    wanted = {**sweep["defaults"], **point}
+    settings = settings_of(wanted["env_id"])
+    return wanted | {key: settings[key] for key, value in wanted.items() if value is None and key in settings}
+
+
 def is_done(sweep, point, runs):
     """A finished run of the same script with the same arguments (the point's, the defaults for the rest)."""
-    script, wanted = Path(sweep["program"]).name, {**sweep["defaults"], **point}
-    settings = settings_of(wanted["env_id"])
-    wanted |= {key: settings[key] for key, value in wanted.items() if value is None and key in settings}
+    script, wanted = Path(sweep["program"]).name, run_args(sweep, point)
     compared = [key for key in wanted if key not in NOT_COMPARED]
 
     def same_run(run):
         return run["script"] == script and all(same_value(run["args"].get(key), wanted[key]) for key in compared)
 
     return any(same_run(run) for run in runs)
+
+
+def expected_seconds(sweep, point, runs):
+    """Wall-clock seconds the point's run should take: its rounds times the slowest seconds per round of the
+    finished runs of the same script and env (None without one, or with the env's native dt)."""
+    script, args = Path(sweep["program"]).name, run_args(sweep, point)
+    per_round = [
+        run["wall_time"] * run["args"]["updates_per_round"] / run["updates"]
+        for run in runs
+        if run["script"] == script and run["args"]["env_id"] == args["env_id"] and run.get("updates")
+    ]
+    if not per_round or not args["dt"]:
+        return None
+    rounds = int(args["total_time"] / (args["num_envs"] * args["steps_per_round"] * args["dt"]) + 1e-9)
+    return rounds * max(per_round)
 
 
 def check_wandb(sweeps):
@@ -201,6 +227,8 @@ def main(options):
     try:
         if options.workers < 1:
             raise ValueError(f"--workers must be at least 1, got {options.workers}")
+        if options.hours is not None and not 0 < options.hours < math.inf:
+            raise ValueError(f"--hours must be positive, got {options.hours}")
         if not options.sweeps:
             raise ValueError("give at least one sweep file")
         sweeps = [load_sweep(path, options.override) for path in options.sweeps]
@@ -223,12 +251,22 @@ def main(options):
     log_dir.mkdir(parents=True, exist_ok=True)
     # One torch thread per run: `workers` runs share the cores instead of fighting over them.
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    running, lock, failures, stopping = set(), threading.Lock(), [], threading.Event()
+    running, lock, failures, skipped, stopping = set(), threading.Lock(), [], [], threading.Event()
     start = time.time()
+    deadline = start + options.hours * 3600 if options.hours else math.inf
 
     def run(job, progress, task):
         sweep, point = job
         name = describe(sweep, point)
+        if deadline < math.inf:  # measured on every finished run so far, this call's included
+            measured = [*runs, *finished_runs("runs")]
+            needed, left = expected_seconds(sweep, point, measured), deadline - time.time()
+            if left <= 0 or (needed or 0) > left:
+                skipped.append(name)
+                needs = f"needs about {needed / 60:.0f} min, " if needed else ""
+                progress.console.print(f"skipped {name}: {needs}{max(left, 0) / 60:.0f} min left", soft_wrap=True)
+                progress.advance(task)
+                return
         log_path = log_dir / (name.replace(" ", "__").replace("env_id=", "").replace("=", "") + ".log")
         with open(log_path, "w") as log:
             with lock:
@@ -276,7 +314,10 @@ def main(options):
             pool.shutdown(wait=True)
             sys.exit("interrupted: finished runs are kept; run the same command again to resume")
         pool.shutdown()
-    print(f"{len(todo) - len(failures)} runs finished, {len(failures)} failed, in {time.time() - start:.0f} s")
+    finished = len(todo) - len(failures) - len(skipped)
+    print(f"{finished} runs finished, {len(failures)} failed, in {time.time() - start:.0f} s")
+    if skipped:
+        print(f"{len(skipped)} runs not started (--hours {options.hours:g}): run the same command again to go on")
     if failures:
         sys.exit(1)
 
