@@ -158,10 +158,23 @@ def test_a_sweep_can_override_every_per_environment_setting(workdir):
     assert refused.returncode != 0 and "write the value as a string" in refused.stderr
 
 
-def test_the_executor_runs_a_grid_once_and_resumes_after_an_interruption(workdir):
+def test_the_executor_runs_a_grid_once_in_the_hours_given_and_resumes_after_an_interruption(workdir):
+    """--hours: a finished run of the same script and env (another seed) measures 1000 s per round; the dt
+    0.01 point needs 2 rounds (2000 s), more than the 1800 s of --hours 0.5, and is not started, while its
+    dt 0.02 twin needs 1 round and runs. The next call runs the rest."""
     (workdir / "tiny.yaml").write_text(TINY_SWEEP)
-    first = executor("tiny.yaml", cwd=workdir)
+    measured = workdir / "measured" / "CartPole-v1__dqn_baseline__dt0.01__99__1"
+    measured.mkdir(parents=True)
+    args = {"env_id": "CartPole-v1", "seed": 99, "updates_per_round": 2, "total_time": 0.8, "dt": 0.01}
+    info = {"script": "dqn_baseline.py", "dt": 0.01, "args": args, "completed": True, "updates": 6, "wall_time": 3000}
+    (measured / "run.json").write_text(json.dumps(info))
+    first = executor("tiny.yaml", "--results", "measured", "--hours", "0.5", cwd=workdir)
     assert first.returncode == 0, first.stdout + first.stderr
+    assert "skipped dqn_baseline env_id=CartPole-v1 dt=0.01 seed=4: needs about 33 min" in first.stdout
+    assert "1 runs not started (--hours 0.5): run the same command again" in first.stdout
+    assert [run["dt"] for run in finished(workdir)] == [0.02]
+    rest = executor("tiny.yaml", cwd=workdir)
+    assert "1 already finished, 1 to run" in rest.stdout, rest.stdout + rest.stderr
     runs = finished(workdir)
     assert [run["dt"] for run in runs] == [0.01, 0.02] and all(run["script"] == "dqn_baseline.py" for run in runs)
     assert len(list(workdir.glob("runs/*/evals.csv"))) == 2
@@ -182,33 +195,13 @@ def test_the_executor_runs_a_grid_once_and_resumes_after_an_interruption(workdir
     assert len(list(workdir.glob("runs/*/evals.csv"))) == 3 and len(finished(workdir)) == 2
 
 
-def test_the_executor_starts_only_runs_that_fit_in_the_hours_left(workdir):
-    """--hours: a finished run of the same script and env measures seconds per round (here 1000); the grid's
-    dt 0.01 point needs 2 rounds (2000 s), more than the 1800 s left, and is not started; its dt 0.02 twin
-    needs 1 round and runs. Without --hours both run."""
-    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
-    measured = workdir / "kept" / "CartPole-v1__dqn_baseline__dt0.01__99__1"
-    measured.mkdir(parents=True)
-    args = {"env_id": "CartPole-v1", "seed": 99, "updates_per_round": 2, "total_time": 0.8, "dt": 0.01}
-    info = {"script": "dqn_baseline.py", "dt": 0.01, "args": args, "completed": True, "updates": 6, "wall_time": 3000}
-    (measured / "run.json").write_text(json.dumps(info))
-    result = executor("tiny.yaml", "--results", "kept", "--hours", "0.5", cwd=workdir)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "skipped dqn_baseline env_id=CartPole-v1 dt=0.01 seed=4: needs about 33 min" in result.stdout
-    assert "1 runs not started (--hours 0.5): run the same command again" in result.stdout
-    assert [run["dt"] for run in finished(workdir)] == [0.02]
-    rest = executor("tiny.yaml", "--results", "kept", cwd=workdir)
-    assert "1 already finished, 1 to run" in rest.stdout and [run["dt"] for run in finished(workdir)] == [0.01, 0.02]
-    refused = executor("tiny.yaml", "--hours", "0", cwd=workdir, timeout=120)
-    assert refused.returncode != 0 and "--hours must be positive" in refused.stderr
-
-
 @pytest.mark.parametrize(
     "args,message",
     [
         (["sweeps/pendulum_dau.yaml", "--override", "no_such_arg=1"], "'no_such_arg' is not an argument of"),
         (["sweeps/pendulum_dau.yaml", "--override", "seed"], "expected KEY=VALUE"),
         (["sweeps/pendulum_dau.yaml", "--workers", "0"], "--workers must be at least 1"),
+        (["sweeps/pendulum_dau.yaml", "--hours", "0"], "--hours must be positive"),
         (["missing.yaml"], "missing.yaml"),
         (["random.yaml"], "only `method: grid`"),
     ],
