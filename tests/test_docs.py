@@ -1,6 +1,7 @@
 """The docs stay true to the code: quoted snippets exist in the scripts, links point to files."""
 
 import re
+import sys
 
 import pytest
 from helpers import ROOT
@@ -56,3 +57,16 @@ def test_the_per_environment_table_is_the_codes():
         for key, cell in cells.items():
             expected = ENV_SETTINGS[name][key]
             assert (cell == str(expected)) if isinstance(expected, bool) else float(cell) == expected, (name, key)
+
+
+def test_the_published_tables_are_what_plot_draws_from_the_kept_runs():
+    """docs/robustness.md, and its rows on the reproduction page, come from the runs in docs/results as they are."""
+    sys.path.insert(0, str(ROOT / "sweeps"))
+    import plot
+
+    runs = plot.load_runs(ROOT / "docs" / "results", ("Pendulum-v1", "CartPole-v1"))
+    table = plot.robustness_table({env_id: runs[env_id] for env_id in ("Pendulum-v1", "CartPole-v1")}, last=3)
+    assert (ROOT / "docs" / "robustness.md").read_text() == table
+    reproduce = (ROOT / "docs" / "reproduce.md").read_text()
+    for row in (line for line in table.splitlines() if line.startswith(("| DAU", "| DDPG", "| DQN"))):
+        assert row in reproduce, f"reproduce.md does not show this row of robustness.md:\n{row}"
