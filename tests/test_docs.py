@@ -8,6 +8,9 @@ from helpers import ROOT
 
 from dt_wrappers import ENV_SETTINGS
 
+sys.path.insert(0, str(ROOT / "sweeps"))
+import plot  # noqa: E402
+
 PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 SNIPPET = re.compile(r"<!-- from (\S+) -->\n```python\n(.*?)```", re.DOTALL)
 LINK = re.compile(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)")
@@ -62,9 +65,6 @@ def test_the_per_environment_table_is_the_codes():
 @pytest.mark.parametrize("table_file", sorted((ROOT / "docs").glob("robustness*.md")), ids=lambda path: path.name)
 def test_the_published_tables_are_what_plot_draws_from_the_kept_runs(table_file):
     """docs/robustness*.md, and their rows on the reproduction page, come from the runs in docs/results as they are."""
-    sys.path.insert(0, str(ROOT / "sweeps"))
-    import plot
-
     published = table_file.read_text()
     env_ids = re.findall(r"^\*\*(\S+)\*\*: final scaled return", published, re.MULTILINE)
     runs = plot.load_runs(ROOT / "docs" / "results", env_ids)
