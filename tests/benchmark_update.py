@@ -9,11 +9,14 @@ else: no replay, no environment, no evaluation, no bookkeeping. The training loo
 run end to end (acting, replay and the evaluations at t=0 and at the end included). The bare loop is
 timed just before and just after the script, and their mean is the reference, so that a change of load
 on the machine during the measurement (other processes) biases the ratio less. The ratio loop / bare
-says how close training runs to the network's own speed.
+says how close training runs to the network's own speed. On a shared machine (a VM whose host speed drifts
+by tens of percent within minutes) one ratio is noisy: --repeats N alternates the scripts N times and ends with
+the median ratio of each, the number to quote.
 """
 
 import argparse
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -76,11 +79,17 @@ if __name__ == "__main__":
     parser.add_argument("--total-time", type=float, default=600.0)
     parser.add_argument("--repeats", type=int, default=1)
     options = parser.parse_args()
+    ratios = {"dau_continuous.py": [], "ddpg_baseline.py": []}
     for _ in range(options.repeats):
         for script in ("dau_continuous.py", "ddpg_baseline.py"):
             before = bare_updates_per_second(script)
             loop = loop_updates_per_second(script, options.dt, options.total_time)
             after = bare_updates_per_second(script)
             bare = (before + after) / 2
+            ratios[script].append(loop / bare)
             print(f"{script}: training loop {loop:.1f} updates/s, bare loop {bare:.1f} updates/s "
                   f"(before {before:.1f}, after {after:.1f}), ratio {loop / bare:.2f}", flush=True)  # fmt: skip
+    if options.repeats > 1:
+        for script, values in ratios.items():
+            print(f"{script}: median ratio {statistics.median(values):.2f} over {len(values)} repeats "
+                  f"(min {min(values):.2f}, max {max(values):.2f})")  # fmt: skip
