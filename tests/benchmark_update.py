@@ -81,7 +81,7 @@ if __name__ == "__main__":
     options = parser.parse_args()
     ratios = {"dau_continuous.py": [], "ddpg_baseline.py": []}
     for _ in range(options.repeats):
-        for script in ("dau_continuous.py", "ddpg_baseline.py"):
+        for script in ratios:
             before = bare_updates_per_second(script)
             loop = loop_updates_per_second(script, options.dt, options.total_time)
             after = bare_updates_per_second(script)
