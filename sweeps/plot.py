@@ -158,6 +158,7 @@ def plot(runs, out):
                 ax.fill_between(times, low, high, color=colors[dt], alpha=0.15, linewidth=0)
             ax.set_title(f"{env_id}: {algorithm}")
             ax.set_xlabel("physical time (s)")
+            ax.locator_params(axis="x", nbins=6)  # five-digit times: at most six ticks, or their labels touch
             ax.set_ylabel("scaled return")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7, loc="lower right")
