@@ -10,7 +10,7 @@ on a normalised score, (return - untrained) / (best - untrained), where "untrain
 evaluation at physical time 0 over the environment's runs and "best" the best final mean of any
 algorithm and dt for that environment (1: the best seen, 0: no better than untrained):
 - worst / best dt: the algorithm's worst dt over its best dt, its robustness to dt (1: the same at
-  every dt, however good);
+  every dt, however good; 0: some dt ends no better than untrained; "—": no dt ends better);
 - worst dt score: the score of its worst dt (1: every dt as good as the best seen).
 Under each table, the wall time of the runs per algorithm: summed over runs (a sweep with N workers
 takes about 1/N of it) and per run, mean over seeds, for each dt.
@@ -121,8 +121,10 @@ def robustness_table(runs, last):
                 spread = np.std(values, ddof=1) if len(values) > 1 else 0.0  # the sample std over seeds
                 cells.append(f"{np.mean(values):.1f} ± {spread:.1f} (n={len(values)})")
                 scores.append((np.mean(values) - untrained) / (best - untrained))
-            ratio = min(scores) / max(scores) if best > untrained and max(scores) > 0 else float("nan")
-            lines.append(f"| {algorithm} | " + " | ".join(cells) + f" | {ratio:.2f} | {min(scores):.2f} |")
+            # Below untrained counts as nothing learned (score 0); with no dt above it, there is no ratio to give.
+            learned = best > untrained and max(scores) > 0
+            ratio = f"{max(min(scores), 0) / max(scores):.2f}" if learned else "—"
+            lines.append(f"| {algorithm} | " + " | ".join(cells) + f" | {ratio} | {min(scores):.2f} |")
         lines += ["", f"Untrained (physical time 0): {untrained:.1f}; best final mean: {best:.1f}.", ""]
         lines += [
             "Wall time (minutes): "

@@ -265,6 +265,19 @@ def test_the_robustness_table_and_figure(tmp_path):
     assert out.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_the_robustness_ratio_when_a_dt_or_every_dt_ends_below_untrained(tmp_path):
+    import plot
+
+    # Untrained -100. DAU ends at 200 and -150 (below untrained); DDPG at -120 and -200 (never above it).
+    write_run(tmp_path, "dau_continuous.py", 0.01, 1, [-100, 200, 200])
+    write_run(tmp_path, "dau_continuous.py", 0.001, 1, [-100, -150, -150])
+    write_run(tmp_path, "ddpg_baseline.py", 0.01, 1, [-100, -120, -120])
+    write_run(tmp_path, "ddpg_baseline.py", 0.001, 1, [-100, -200, -200])
+    table = plot.robustness_table(plot.load_runs(tmp_path), last=2).splitlines()
+    assert table[4].endswith(f"| 0.00 | {(-150 + 100) / 300:.2f} |")  # the worst dt learned nothing: ratio 0
+    assert table[5].endswith(f"| — | {(-200 + 100) / 300:.2f} |")  # no dt learned: no ratio
+
+
 def test_the_phase_plane_shows_the_checkpoints_networks(tmp_path):
     import phase_plane
 
