@@ -2,6 +2,7 @@
 
 import csv
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,13 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--num-envs", "4", "--num-eval-envs", "2", "--updates-per-round", "2", "--batch-size", "16",
         "--time-limit", "0.5", "--eval-every", "1"]  # fmt: skip
+
+
+def with_ctrl_c():
+    """Popen's preexec_fn for the Ctrl-C tests: the child gets SIGINT's default action, as from a terminal.
+    A shell without job control starts background jobs with SIGINT ignored, and a child inherits that, so
+    pytest run from such a job would otherwise test a process that cannot be interrupted."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_script(script, *args, cwd, env=None, check=True, timeout=300):

@@ -13,7 +13,7 @@ import time
 
 import pytest
 import torch
-from helpers import ROOT, TINY, read_evals, run_script
+from helpers import ROOT, TINY, read_evals, run_script, with_ctrl_c
 
 from dt_wrappers import ENV_SETTINGS
 
@@ -186,7 +186,7 @@ def test_the_cards_command_runs_and_ctrl_c_keeps_the_log(tmp_path):
     first evaluation (a full run takes minutes): it ends cleanly and the evaluation stays on disk."""
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "dau_continuous.py"), "--env-id", "HalfCheetah-v4", "--dt", "0.005"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=with_ctrl_c,
     )  # fmt: skip
     deadline = time.time() + 240
     while time.time() < deadline and process.poll() is None:

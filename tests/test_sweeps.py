@@ -12,7 +12,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-from helpers import ROOT
+from helpers import ROOT, with_ctrl_c
 
 from dt_wrappers import ENV_SETTINGS
 
@@ -309,7 +309,7 @@ def test_ctrl_c_stops_the_runs_cleanly_and_keeps_their_logs(workdir):
     (workdir / "tiny.yaml").write_text(TINY_SWEEP)
     process = subprocess.Popen(
         [sys.executable, "sweeps/run_local.py", "tiny.yaml", "--override", "total_time=4000", "eval_every=2000"],
-        cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=with_ctrl_c,
     )  # fmt: skip
     deadline = time.time() + 120
     while time.time() < deadline and len(list(workdir.glob("runs/*/evals.csv"))) < 2:
