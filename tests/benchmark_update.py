@@ -12,6 +12,12 @@ on the machine during the measurement (other processes) biases the ratio less. T
 says how close training runs to the network's own speed. On a shared machine (a VM whose host speed drifts
 by tens of percent within minutes) one ratio is noisy: --repeats N alternates the scripts N times and ends with
 the median ratio of each, the number to quote.
+
+Where the rest goes: the script's own "s evaluating" (the evaluations at t=0 and at the end) and the same
+number of steps of the same 256 training envs (the script's own make_vector_env), timed alone just after
+the script. Updates at the bare rate, evaluations and env stepping are what a run cannot do without; their
+share bounds the ratio from above (the "ceiling"): no change to the scripts' own code (acting, replay,
+bookkeeping, "the rest") can lift the ratio past it without changing what the run computes.
 """
 
 import argparse
@@ -21,7 +27,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,13 +72,26 @@ def bare_updates_per_second(script, seconds=10.0, obs_dim=3, action_dim=1, batch
     return count / (time.time() - start)
 
 
-def loop_updates_per_second(script, dt, total_time):
+def env_stepping_seconds(dt, vector_steps, num_envs=256, seed=1):
+    """Seconds for `vector_steps` steps of the scripts' training envs (Pendulum, SAME_STEP autoreset) alone."""
+    envs = dau.make_vector_env(SimpleNamespace(env_id="Pendulum-v1", time_limit=None), dt, num_envs, seed)
+    envs.reset(seed=seed)
+    actions = np.random.default_rng(seed).uniform(-2, 2, (vector_steps, num_envs, 1)).astype(np.float32)
+    start = time.time()
+    for action in actions:
+        envs.step(action)
+    return time.time() - start
+
+
+def time_script(script, dt, total_time):
+    """Run the script end to end; return its updates, vector env steps, wall and evaluation seconds."""
     output = subprocess.run(
         [sys.executable, str(ROOT / script), "--dt", str(dt), "--total-time", str(total_time), "--eval-every", "1e9"],
         capture_output=True, text=True, check=True, cwd="/tmp",
     ).stdout  # fmt: skip
-    updates, wall = re.search(r"(\d+) updates, ([\d.]+) s wall", output).groups()
-    return int(updates) / float(wall)
+    match = re.search(r"\((\d+) env steps, (\d+) updates, ([\d.]+) s wall, ([\d.]+) s evaluating\)", output)
+    env_steps, updates, wall, evaluating = match.groups()
+    return int(updates), int(env_steps) // 256, float(wall), float(evaluating)
 
 
 if __name__ == "__main__":
@@ -80,16 +101,25 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=1)
     options = parser.parse_args()
     ratios = {"dau_continuous.py": [], "ddpg_baseline.py": []}
+    ceilings = {script: [] for script in ratios}
     for _ in range(options.repeats):
         for script in ratios:
             before = bare_updates_per_second(script)
-            loop = loop_updates_per_second(script, options.dt, options.total_time)
+            updates, vector_steps, wall, evaluating = time_script(script, options.dt, options.total_time)
+            stepping = env_stepping_seconds(options.dt, vector_steps)
             after = bare_updates_per_second(script)
             bare = (before + after) / 2
+            loop, updating = updates / wall, updates / bare  # updating: the updates' seconds at the bare rate
             ratios[script].append(loop / bare)
+            ceilings[script].append(updating / (updating + evaluating + stepping))
             print(f"{script}: training loop {loop:.1f} updates/s, bare loop {bare:.1f} updates/s "
-                  f"(before {before:.1f}, after {after:.1f}), ratio {loop / bare:.2f}", flush=True)  # fmt: skip
+                  f"(before {before:.1f}, after {after:.1f}), ratio {loop / bare:.2f}\n"
+                  f"  wall {wall:.1f} s = updates at the bare rate {updating:.1f} s ({updating / wall:.0%}) "
+                  f"+ evaluations {evaluating:.1f} s ({evaluating / wall:.0%}) + env stepping alone {stepping:.1f} s "
+                  f"({stepping / wall:.0%}) + the rest {wall - updating - evaluating - stepping:.1f} s; "
+                  f"ceiling {ceilings[script][-1]:.2f}", flush=True)  # fmt: skip
     if options.repeats > 1:
         for script, values in ratios.items():
             print(f"{script}: median ratio {statistics.median(values):.2f} over {len(values)} repeats "
-                  f"(min {min(values):.2f}, max {max(values):.2f})")  # fmt: skip
+                  f"(min {min(values):.2f}, max {max(values):.2f}), median ceiling "
+                  f"{statistics.median(ceilings[script]):.2f}")  # fmt: skip
