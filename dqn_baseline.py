@@ -33,7 +33,7 @@ import torch.nn as nn
 import tyro
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-from dt_wrappers import EvaluationVideos, check_dt, env_settings, make_env, settings_help
+from dt_wrappers import EvaluationVideos, check_dt, env_settings, library_versions, make_env, settings_help
 
 
 @dataclass
@@ -382,7 +382,8 @@ if __name__ == "__main__":
         torch.save(checkpoint, path)
 
     def write_run_info(**results):  # runs/<run_name>/run.json: what ran and how it ended (read by sweeps/)
-        info = {"script": os.path.basename(__file__), "run_name": run_name, "dt": dt, "args": vars(args), **results}
+        info = {"script": os.path.basename(__file__), "run_name": run_name, "dt": dt, "args": vars(args),
+                "versions": library_versions(), **results}  # fmt: skip
         with open(os.path.join(run_dir, "run.json"), "w") as file:
             json.dump(info, file, indent=1)
 

@@ -36,8 +36,10 @@ every argument left unset: the paper's settings (appendix "Environment dependent
 hyperparameters") and this project's budgets and replay memory, in physical seconds.
 """
 
+import importlib.metadata
 import math
 import os
+import platform
 import sys
 import warnings
 
@@ -300,6 +302,17 @@ def set_time_step(env, dt):
         f"Supported: {SUPPORTED}. To add an env, give it a writable `dt` attribute "
         "(seconds per step) and make its reward a rate, or add a branch to set_time_step."
     )
+
+
+def library_versions():
+    """Python's and the libraries' versions a run's numbers depend on (run.json), None for one not installed."""
+    versions = {"python": platform.python_version()}
+    for name in ("torch", "numpy", "gymnasium", "mujoco", "box2d"):
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
 
 
 def check_dt(dt):

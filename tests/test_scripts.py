@@ -5,12 +5,15 @@ import dataclasses
 import importlib
 import json
 import math
+import platform
 import re
 import signal
 import subprocess
 import sys
 import time
 
+import gymnasium
+import mujoco
 import pytest
 import torch
 from helpers import ROOT, TINY, read_evals, run_script, with_ctrl_c
@@ -52,6 +55,9 @@ def test_smoke_writes_a_well_formed_evals_csv(script, env_args, dt, total_time, 
     run = json.loads(run_json.read_text())
     assert run["completed"] and run["script"] == script and run["dt"] == pytest.approx(dt)
     assert run["final_scaled_return"] == pytest.approx(float(rows[-1]["scaled_return"]), abs=1e-4)
+    # What the numbers ran on, from the interpreter that ran them (the same here: the scripts run under sys.executable).
+    assert run["versions"]["torch"] == torch.__version__ and run["versions"]["gymnasium"] == gymnasium.__version__
+    assert run["versions"]["python"] == platform.python_version() and run["versions"]["mujoco"] == mujoco.__version__
     # A checkpoint every round (4 envs x 10 steps) and at the end; each loads and evaluates like model.pt.
     checkpoints = sorted(tmp_path.glob("runs/*/checkpoints/*s.pt"), key=lambda path: float(path.name[:-4]))
     num_rounds = int(total_time / round_time + 1e-9)
