@@ -72,7 +72,7 @@ def bare_updates_per_second(script, seconds=10.0, obs_dim=3, action_dim=1, batch
     return count / (time.time() - start)
 
 
-def env_stepping_seconds(dt, vector_steps, num_envs=256, seed=1):
+def env_stepping_seconds(dt, vector_steps, num_envs=dau.Args.num_envs, seed=1):
     """Seconds for `vector_steps` steps of the scripts' training envs (Pendulum, SAME_STEP autoreset) alone."""
     envs = dau.make_vector_env(SimpleNamespace(env_id="Pendulum-v1", time_limit=None), dt, num_envs, seed)
     envs.reset(seed=seed)
@@ -91,7 +91,7 @@ def time_script(script, dt, total_time):
     ).stdout  # fmt: skip
     match = re.search(r"\((\d+) env steps, (\d+) updates, ([\d.]+) s wall, ([\d.]+) s evaluating\)", output)
     env_steps, updates, wall, evaluating = match.groups()
-    return int(updates), int(env_steps) // 256, float(wall), float(evaluating)
+    return int(updates), int(env_steps) // dau.Args.num_envs, float(wall), float(evaluating)
 
 
 if __name__ == "__main__":

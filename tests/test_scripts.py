@@ -237,10 +237,10 @@ def test_evaluation_takes_under_10_percent_of_the_wall_time_at_the_defaults(scri
 def test_the_speed_benchmark_reads_where_the_loop_spends_its_time(script):
     """tests/benchmark_update.py splits a run's wall time into updates, evaluations and env stepping from the
     script's last line: one round at dt 0.05 (256 envs x 10 steps, 50 updates) must read back as exactly that,
-    and stepping the same envs alone must take time."""
+    and stepping the same envs alone is a part of the training time (the wall time outside the evaluations)."""
     import benchmark_update
 
     updates, vector_steps, wall, evaluating = benchmark_update.time_script(script, 0.05, 128.0)
     assert (updates, vector_steps) == (50, 10)
     assert 0 < evaluating < wall
-    assert benchmark_update.env_stepping_seconds(0.05, vector_steps) > 0
+    assert 0 < benchmark_update.env_stepping_seconds(0.05, vector_steps) < wall - evaluating
