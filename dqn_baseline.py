@@ -30,10 +30,26 @@ import numpy as np
 import psutil
 import torch
 import torch.nn as nn
-import tyro
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-from dt_wrappers import EvaluationVideos, check_dt, env_settings, library_versions, make_env, settings_help
+from dt_wrappers import (
+    CHECKPOINT,
+    EvaluationVideos,
+    Preemption,
+    check_disk,
+    check_dt,
+    env_settings,
+    env_state,
+    library_versions,
+    make_env,
+    parse_args,
+    random_state,
+    restore_envs,
+    save_checkpoint,
+    set_env_state,
+    set_random_state,
+    settings_help,
+)  # fmt: skip
 
 
 @dataclass
@@ -59,7 +75,11 @@ class Args:
     capture_video: bool = False
     """record one evaluation episode at evaluations 0, 1, 4, 16, ... and at the end to runs/<run_name>/videos/"""
     checkpoint_every: float | None = None
-    """also save the model every this many physical seconds, to runs/<run_name>/checkpoints/<time>s.pt"""
+    """every this many physical seconds, save the whole training state to runs/<run_name>/checkpoint.pt (the
+    latest only, for --resume; also at the end) and the model to runs/<run_name>/checkpoints/<time>s.pt"""
+    resume: str | None = None
+    """continue runs/<run_name> from its checkpoint.pt, in its folder and with its own arguments; a larger
+    --total-time extends it"""
     env_id: str = "CartPole-v1"
     """a discrete-action environment supported by dt_wrappers"""
     dt: float | None = None
@@ -127,8 +147,9 @@ def check_args(args, dt, obs_dim, action_dim):
                          f"dt {dt:g}, fewer than --batch-size ({args.batch_size})")  # fmt: skip
     rows, available = buffer_rows(args, dt), psutil.virtual_memory().available
     needed = rows * 4 * (2 * obs_dim + action_dim + 2)  # (s, a, r, terminated, s') in float32 per transition
-    if needed > available:
-        raise ValueError(f"the replay buffer needs {needed / 1e9:.1f} GB for {rows} transitions "
+    if 2 * needed > available:
+        raise ValueError(f"the replay buffer needs {needed / 1e9:.1f} GB for {rows} transitions, and as much "
+                         f"again to write a checkpoint of it "
                          f"(--buffer-time {args.buffer_time:g} s at dt {dt:g}), but {available / 1e9:.1f} GB are "
                          "available: lower --buffer-time (or --total-time)")  # fmt: skip
     if not 0 < args.gamma <= 1:
@@ -140,6 +161,8 @@ def check_args(args, dt, obs_dim, action_dim):
             raise ValueError(f"--{name.replace('_', '-')} must be positive and finite, got {getattr(args, name)}")
     if args.checkpoint_every is not None and not 0 < args.checkpoint_every < math.inf:
         raise ValueError(f"--checkpoint-every must be positive and finite, got {args.checkpoint_every}")
+    if args.checkpoint_every is not None:  # a checkpoint holds the replay memory's filled rows
+        check_disk(args.resume or "runs", needed + 2**24)
 
 
 def buffer_rows(args, dt):
@@ -232,8 +255,22 @@ class ReplayBuffer:
         obs, action, reward, terminated, next_obs = (field[index] for field in self.fields)
         return obs, action.long(), reward.squeeze(-1), terminated.squeeze(-1), next_obs
 
+    def state_dict(self):  # the filled rows only
+        fields = [field[: self.size].clone() if self.size < self.capacity else field for field in self.fields]
+        return {"capacity": self.capacity, "size": self.size, "position": self.position, "fields": fields}
+
+    def load_state_dict(self, state):
+        # A larger --total-time can enlarge a buffer that never wrapped (see buffer_rows): rows keep their places.
+        self.size = state["size"]
+        self.position = state["position"] if state["capacity"] == self.capacity else self.size
+        for field, saved in zip(self.fields, state["fields"], strict=True):
+            field[: self.size] = saved.to(field.device)
+
 
 TRAINING_STATS = ("losses/td", "values/q", "values/action_gap")  # what update() returns
+# The training loop's bookkeeping, as a checkpoint keeps it.
+COUNTERS = ("physical_time", "env_steps", "updates", "next_eval", "next_log", "last_eval", "next_checkpoint",
+            "eval_seconds", "wall_time")  # fmt: skip
 
 
 def update(batch, qf, target_qf, optimizer, dt, gamma, reward_scale, tau):
@@ -295,10 +332,10 @@ def make_vector_env(args, dt, num_envs, seed):
 
 
 if __name__ == "__main__":
-    args = tyro.cli(Args, description=__doc__ + "\n" + settings_help())
+    args, resumed = parse_args(Args, __doc__ + "\n" + settings_help(), os.path.basename(__file__))
     device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
     if args.eval_model:  # evaluate a saved model in the env and at the dt it was trained with
-        checkpoint = torch.load(args.eval_model, map_location=device)
+        checkpoint = torch.load(args.eval_model, map_location=device)  # weights_only: loading runs no code
         for name in ("env_id", "dt", "time_limit", "hidden_size"):
             setattr(args, name, checkpoint["args"][name])
     try:  # refuse bad input before any work
@@ -315,16 +352,21 @@ if __name__ == "__main__":
     except (ValueError, gym.error.Error) as error:
         sys.exit(f"error: {error}")
     run_name = f"{args.env_id}__{args.exp_name}__dt{dt:g}__{args.seed}__{int(time.time())}"
+    wandb_id = None  # W&B's id of the run: a resumed run goes on as the same W&B run
+    if resumed:
+        run_name, wandb_id = resumed["run_name"], resumed["wandb_id"]
     if args.track:
         import wandb
 
         try:
             wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, group=args.wandb_group,
-                       name=run_name, config=vars(args), save_code=True)  # fmt: skip
+                       name=run_name, config=vars(args), save_code=True, id=wandb_id,
+                       resume="allow" if wandb_id else None)  # fmt: skip
         except wandb.errors.UsageError as error:
             sys.exit(f"error: W&B: {error}. Run `wandb login`, or set WANDB_MODE=offline to log locally.")
         wandb.define_metric("physical_time")
         wandb.define_metric("*", step_metric="physical_time")  # the paper's x axis
+        wandb_id = wandb.run.id
 
     random.seed(args.seed)
     np.random.seed(args.seed)
@@ -344,6 +386,8 @@ if __name__ == "__main__":
     if args.eval_model:
         for name, network in networks.items():
             network.load_state_dict(checkpoint[name])
+        if len(checkpoint.get("eval_envs", [])) == args.num_eval_envs:  # model.pt: the run's final evaluation again
+            restore_envs(eval_envs, checkpoint["eval_envs"])
         scaled_return = evaluate(qf, eval_envs, device)
         print(f"{args.eval_model}: mean scaled return {scaled_return:.2f} over {args.num_eval_envs} episodes")
         if args.capture_video:  # one episode, in a videos/ folder next to the model file
@@ -351,8 +395,10 @@ if __name__ == "__main__":
             model_name = os.path.splitext(os.path.basename(args.eval_model))[0]
             EvaluationVideos(args.env_id, dt, args.time_limit, videos_dir, args.seed).record(act, model_name)
         sys.exit(0)
+    preemption = Preemption()  # from here on, SIGTERM stops the run at the end of a round, with a checkpoint
     target_qf = copy.deepcopy(qf)
     target_qf.normalizer = normalizer  # the target sees the current normalisation
+    targets = {"target_qf": target_qf}
     # RMSprop without momentum; unscaled: reward r*dt0, learning rates alpha * dt0, smoothing 1 - dt0 (appendix).
     time_scale = dt if args.scaled else args.ref_dt
     optimizer = torch.optim.RMSprop(
@@ -363,36 +409,61 @@ if __name__ == "__main__":
     buffer = ReplayBuffer(buffer_rows(args, dt), obs_dim, device)
     noise = OUNoise((args.num_envs, num_actions), args.ou_kappa, args.ou_sigma, dt, device)
 
-    run_dir = os.path.join("runs", run_name)
+    run_dir = args.resume or os.path.join("runs", run_name)
     os.makedirs(run_dir, exist_ok=True)
-    evals_file = open(os.path.join(run_dir, "evals.csv"), "w", newline="")
+    if resumed:  # drop what was logged after the checkpoint: the resumed run logs it again
+        with open(os.path.join(run_dir, "evals.csv"), "r+b") as file:
+            file.truncate(resumed["evals_csv_bytes"])
+    evals_file = open(os.path.join(run_dir, "evals.csv"), "a" if resumed else "w", newline="")
     evals_csv = csv.writer(evals_file)
-    evals_csv.writerow(["physical_time", "env_steps", "updates", "wall_time", "scaled_return"])
+    if not resumed:
+        evals_csv.writerow(["physical_time", "env_steps", "updates", "wall_time", "scaled_return"])
     round_time = args.num_envs * args.steps_per_round * dt  # physical seconds of interaction per round
     num_rounds = int(args.total_time / round_time + 1e-9)
     physical_time, env_steps, updates, next_eval, next_log, last_eval = 0.0, 0, 0, 0.0, 0.0, float("nan")
-    next_checkpoint, completed, eval_seconds = 0.0, False, 0.0
+    next_checkpoint, completed, eval_seconds, wall_time, final_eval_envs = 0.0, False, 0.0, 0.0, None
+    if resumed:
+        (physical_time, env_steps, updates, next_eval, next_log, last_eval, next_checkpoint, eval_seconds,
+         wall_time) = (resumed["counters"][name] for name in COUNTERS)  # fmt: skip
     if args.capture_video:  # a separate env, so that the evaluation envs' episodes stay as they are
         videos = EvaluationVideos(args.env_id, dt, args.time_limit, os.path.join(run_dir, "videos"), args.seed)
 
-    def save_model(path):
+    def save_model(path, eval_envs_state=None):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         checkpoint = {"args": vars(args), "optimizer": optimizer.state_dict()}
         checkpoint |= {name: network.state_dict() for name, network in networks.items()}
+        if eval_envs_state:  # the evaluation envs as the final evaluation found them: --eval-model repeats it
+            checkpoint["eval_envs"] = eval_envs_state
         torch.save(checkpoint, path)
+
+    def save_state():  # runs/<run_name>/checkpoint.pt: all that --resume needs to go on as if never stopped
+        counters = (physical_time, env_steps, updates, next_eval, next_log, last_eval, next_checkpoint, eval_seconds,
+                    time.time() - start)  # fmt: skip
+        state = {"script": os.path.basename(__file__), "run_name": run_name, "args": vars(args),
+                 "wandb_id": wandb_id, "counters": dict(zip(COUNTERS, counters, strict=True)),
+                 "networks": {name: network.state_dict() for name, network in (networks | targets).items()},
+                 "optimizer": optimizer.state_dict(), "replay": buffer.state_dict(), "noise": noise.z,
+                 "envs": [env_state(env) for env in envs.envs], "obs": torch.from_numpy(obs),
+                 "eval_envs": [env_state(env) for env in eval_envs.envs], "random": random_state(),
+                 "evals_csv_bytes": evals_file.tell()}  # evals.csv up to here  # fmt: skip
+        if args.capture_video:
+            state["videos"] = {"evaluations": videos.evaluations, "env": env_state(videos.env)}
+        save_checkpoint(state, os.path.join(run_dir, CHECKPOINT))
 
     def write_run_info(**results):  # runs/<run_name>/run.json: what ran and how it ended (read by sweeps/)
         info = {"script": os.path.basename(__file__), "run_name": run_name, "dt": dt, "args": vars(args),
-                "versions": library_versions(), **results}  # fmt: skip
+                "versions": library_versions(), "wandb_id": wandb_id, **results}  # fmt: skip
         with open(os.path.join(run_dir, "run.json"), "w") as file:
             json.dump(info, file, indent=1)
 
     write_run_info(completed=False)
-    start = time.time()
+    start = time.time() - wall_time  # a resumed run's wall time goes on from the checkpoint's
 
     def log_eval(final=False):
-        global last_eval, eval_seconds
+        global last_eval, eval_seconds, final_eval_envs
         evaluation_start = time.time()
+        if final:
+            final_eval_envs = [env_state(env) for env in eval_envs.envs]
         last_eval = evaluate(qf, eval_envs, device)
         eval_seconds += time.time() - evaluation_start
         wall_time = time.time() - start
@@ -406,19 +477,34 @@ if __name__ == "__main__":
             wandb.log({"physical_time": physical_time, "eval/scaled_return": last_eval, "env_steps": env_steps})
 
     obs, _ = envs.reset(seed=args.seed)
+    if resumed:  # the state the checkpoint saved, in place of the fresh one just made
+        for name, network in (networks | targets).items():
+            network.load_state_dict(resumed["networks"][name])
+        optimizer.load_state_dict(resumed["optimizer"])
+        buffer.load_state_dict(resumed["replay"])
+        noise.z.copy_(resumed["noise"])
+        obs = restore_envs(envs, resumed["envs"], resumed["obs"].numpy())
+        restore_envs(eval_envs, resumed["eval_envs"])
+        if args.capture_video and "videos" in resumed:
+            videos.evaluations = resumed["videos"]["evaluations"]
+            set_env_state(videos.env, resumed["videos"]["env"])
+        set_random_state(resumed["random"])
     columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
                TextColumn("eval {task.fields[last_eval]:.1f}"), TextColumn("{task.fields[sps]:.0f} SPS"),
                TimeRemainingColumn()]  # fmt: skip
     with Progress(*columns, disable=not sys.stdout.isatty()) as progress:
-        task = progress.add_task("physical time", total=num_rounds * round_time, last_eval=last_eval, sps=0)
+        task = progress.add_task("physical time", total=num_rounds * round_time, completed=physical_time,
+                                 last_eval=last_eval, sps=0)  # fmt: skip
         try:
-            for _ in range(num_rounds):
+            first_round = env_steps // (args.num_envs * args.steps_per_round)  # 0, or where the checkpoint was
+            for _ in range(first_round, num_rounds):
                 if physical_time >= next_eval:
                     log_eval()
                     next_eval += args.eval_every
                 if args.checkpoint_every and physical_time >= next_checkpoint:
                     save_model(os.path.join(run_dir, "checkpoints", f"{physical_time:.1f}s.pt"))
                     next_checkpoint += args.checkpoint_every
+                    save_state()
                 for _ in range(args.steps_per_round):  # Alg. lines "for j = 1, nb_steps"
                     obs_tensor = torch.as_tensor(obs, dtype=torch.float32, device=device)
                     if args.normalize_obs:
@@ -448,18 +534,32 @@ if __name__ == "__main__":
                     wandb.log({"physical_time": physical_time, **training, "charts/SPS": sps,
                                "charts/updates_per_second": updates_per_second})  # fmt: skip
                     next_log += args.eval_every / 10
-            log_eval(final=True)
-            if args.checkpoint_every:
-                save_model(os.path.join(run_dir, "checkpoints", f"{physical_time:.1f}s.pt"))
-            completed = True
+                if preemption.requested:
+                    break
+            if preemption.requested:  # SIGTERM: the state at the end of this round, to go on from with --resume
+                save_state()
+                progress.console.print(f"stopped by SIGTERM: checkpoint saved; go on with --resume {run_dir}",
+                                       soft_wrap=True)  # fmt: skip
+            else:
+                if args.checkpoint_every:  # the state before the final evaluation: --resume can extend the run
+                    save_state()
+                elif os.path.exists(os.path.join(run_dir, CHECKPOINT)):  # a resumed run's old state: now stale
+                    os.remove(os.path.join(run_dir, CHECKPOINT))
+                log_eval(final=True)
+                if args.checkpoint_every:
+                    save_model(os.path.join(run_dir, "checkpoints", f"{physical_time:.1f}s.pt"))
+                completed = True
         except KeyboardInterrupt:
             progress.console.print("interrupted: keeping what was logged")
     evals_file.close()
     if args.save_model:
-        save_model(os.path.join(run_dir, "model.pt"))
+        save_model(os.path.join(run_dir, "model.pt"), final_eval_envs)
     wall_time = time.time() - start
+    checkpoint_path = os.path.join(run_dir, CHECKPOINT)
     write_run_info(completed=completed, physical_time=physical_time, env_steps=env_steps, updates=updates,
-                   wall_time=wall_time, eval_wall_time=eval_seconds, final_scaled_return=last_eval)  # fmt: skip
+                   wall_time=wall_time, eval_wall_time=eval_seconds, final_scaled_return=last_eval,
+                   stopped_by=None if completed else "SIGTERM" if preemption.requested else "Ctrl-C",
+                   checkpoint=checkpoint_path if os.path.exists(checkpoint_path) else None)  # fmt: skip
     print(f"{run_name}: scaled return {last_eval:.2f} after {physical_time:g} physical s ({env_steps} env steps, "
           f"{updates} updates, {wall_time:.1f} s wall, {eval_seconds:.1f} s evaluating) -> {run_dir}")  # fmt: skip
     if args.track:

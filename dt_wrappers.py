@@ -34,12 +34,20 @@ The env exposes `dt` and `ref_dt` via `env.get_wrapper_attr(...)`.
 `env_settings(env)` gives the per-environment defaults the four scripts use for
 every argument left unset: the paper's settings (appendix "Environment dependent
 hyperparameters") and this project's budgets and replay memory, in physical seconds.
+
+The last section is the part of `--resume` that is the same in all four scripts:
+an env's state, the random generators, atomic checkpoint files, the arguments a
+resumed run may change, and SIGTERM.
 """
 
+import dataclasses
 import importlib.metadata
 import math
 import os
 import platform
+import random
+import shutil
+import signal
 import sys
 import warnings
 
@@ -49,6 +57,8 @@ if "DISPLAY" not in os.environ:  # headless: MuJoCo renders through EGL (read wh
 import gymnasium as gym  # noqa: E402
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import tyro  # noqa: E402
 
 # Box2D's SWIG bindings: "builtin type SwigPyPacked has no __module__ attribute" (shown where
 # DeprecationWarnings are, e.g. in tests and notebooks) as it is imported.
@@ -157,6 +167,7 @@ class PhysicalTime(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 raise ValueError(f"time_limit must be at least one step (dt = {self.dt} s), got {time_limit!r}")
             self.max_steps = round(time_limit / self.dt)
         self._seed = seed
+        self.steps, self.scaled_return = 0, 0.0  # reset() starts them again for each episode
         if seed is not None:
             self.action_space.seed(seed)
             self.observation_space.seed(seed)
@@ -336,3 +347,172 @@ def make_env(env_id, dt=None, time_limit=None, seed=None, **make_kwargs):
     env = gym.make(env_id, max_episode_steps=-1, **make_kwargs)
     wrapper = BipedalWalkerTime if isinstance(env.unwrapped, bipedal_walker.BipedalWalker) else PhysicalTime
     return wrapper(env, dt, time_limit, seed)
+
+
+# --- Checkpoints (--checkpoint-every, --resume, SIGTERM): the parts that are the same in all four scripts ---
+
+CHECKPOINT = "checkpoint.pt"  # runs/<run_name>/checkpoint.pt: the run's latest whole training state, one per run
+# Arguments a resumed run may change: none of them changes what the run computes (a larger --total-time
+# only adds rounds).
+RESUME_MAY_CHANGE = ("resume", "total_time", "track", "save_model", "capture_video", "checkpoint_every")
+CLASSIC_STATE = ("state", "steps_beyond_terminated", "last_u")  # all a classic-control env's dynamics read
+# What Gymnasium's MuJoCo envs read of mjData before a step (positions for their rewards: Ant's torso, Humanoid's
+# centre of mass, Reacher's fingertip). mj_step computed them at the start of its last substep, not at the state
+# it ended in, so they are saved as they are rather than recomputed from the state.
+MUJOCO_DERIVED = ("xpos", "xipos")
+
+
+def _time_wrapper(env):
+    while not isinstance(env, PhysicalTime):
+        env = env.env
+    return env
+
+
+def _to_saved(value):  # NumPy values as tensors: a checkpoint loads with torch.load(weights_only=True)
+    return torch.from_numpy(np.array(value)) if isinstance(value, np.ndarray | np.generic) else value
+
+
+def env_state(env):
+    """An env made by make_env, as `set_env_state` puts it back: its random generator, our wrapper's step count
+    and return, and the simulator's state where it can be read back: MuJoCo's integration state
+    (mjSTATE_INTEGRATION: all that mj_step reads, the solver's warm start included) and MUJOCO_DERIVED, a
+    classic-control env's `state`; None for a simulator that cannot be restored (Box2D's world)."""
+    base, wrapper = env.unwrapped, _time_wrapper(env)
+    physics = None
+    if isinstance(base, MujocoEnv):
+        integration = np.empty(mujoco.mj_stateSize(base.model, mujoco.mjtState.mjSTATE_INTEGRATION))
+        mujoco.mj_getState(base.model, base.data, integration, mujoco.mjtState.mjSTATE_INTEGRATION)
+        physics = {"integration": torch.from_numpy(integration)}
+        physics |= {name: torch.from_numpy(getattr(base.data, name).copy()) for name in MUJOCO_DERIVED}
+    elif not isinstance(base, bipedal_walker.BipedalWalker) and hasattr(base, "state"):
+        physics = {name: _to_saved(getattr(base, name)) for name in CLASSIC_STATE if hasattr(base, name)}
+    return {"np_random": base.np_random.bit_generator.state, "steps": wrapper.steps,
+            "scaled_return": wrapper.scaled_return, "seed": wrapper._seed, "physics": physics}  # fmt: skip
+
+
+def set_env_state(env, state):
+    """Put an env back as `env_state` saw it (the env must have been reset once). Returns False if its simulator
+    could not be restored: the caller then starts a new episode with env.reset(), and the episode in flight ends
+    at the checkpoint as at a time-limit truncation (its last transition bootstraps), so nothing is biased."""
+    base, wrapper = env.unwrapped, _time_wrapper(env)
+    base.np_random.bit_generator.state = state["np_random"]
+    wrapper.steps, wrapper.scaled_return, wrapper._seed = state["steps"], state["scaled_return"], state["seed"]
+    physics = state["physics"]
+    if physics is None:
+        return False
+    if isinstance(base, MujocoEnv):
+        mujoco.mj_setState(base.model, base.data, physics["integration"].numpy(), mujoco.mjtState.mjSTATE_INTEGRATION)
+        for name in MUJOCO_DERIVED:
+            getattr(base.data, name)[:] = physics[name].numpy()
+    else:
+        for name, value in physics.items():
+            setattr(base, name, value.numpy() if isinstance(value, torch.Tensor) else value)
+    return True
+
+
+def restore_envs(envs, states, obs=None):
+    """set_env_state on every env of a vector env. With `obs` (the training envs' observations), the row of an
+    env whose simulator could not be restored becomes the first observation of a new episode."""
+    for index, (env, state) in enumerate(zip(envs.envs, states, strict=True)):
+        if not set_env_state(env, state) and obs is not None:
+            obs[index] = env.reset()[0]
+    return obs
+
+
+def random_state():
+    """Python's, NumPy's and torch's global generators (CUDA's too where there is one)."""
+    numpy_state = np.random.get_state(legacy=False)
+    numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()
+    state = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_random_state(state):
+    random.setstate(state["python"])
+    numpy_state = state["numpy"]
+    key = np.array(numpy_state["state"]["key"], dtype=np.uint32)
+    np.random.set_state({**numpy_state, "state": {**numpy_state["state"], "key": key}})
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(state, path):
+    """torch.save, atomically: written beside `path`, flushed to disk, then renamed over it, so a kill during the
+    write leaves the previous checkpoint whole."""
+    partial = f"{path}.partial"
+    with open(partial, "wb") as file:
+        torch.save(state, file)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(partial, path)
+
+
+def load_checkpoint(run_dir, script):
+    """The checkpoint of runs/<run_name> for `script`, loaded as data only (weights_only: it runs no code);
+    a ValueError that says what is wrong if it is missing, unreadable or another script's."""
+    path = os.path.join(run_dir, CHECKPOINT)
+    if not os.path.isfile(path):
+        reason = "no such folder" if not os.path.isdir(run_dir) else f"no {CHECKPOINT} in it"
+        raise ValueError(f"--resume {run_dir}: {reason}. A run keeps one when it is stopped by SIGTERM or run with "
+                         "--checkpoint-every; start it again without --resume")  # fmt: skip
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # a truncated or corrupt file: zip, pickle or EOF errors
+        raise ValueError(f"--resume {run_dir}: {path} is not a readable checkpoint ({type(error).__name__}: "
+                         f"{str(error).splitlines()[0] if str(error) else 'no detail'})") from None  # fmt: skip
+    if not isinstance(checkpoint, dict) or checkpoint.get("script") != script:
+        made_by = checkpoint.get("script") if isinstance(checkpoint, dict) else None
+        raise ValueError(f"--resume {run_dir}: its checkpoint was made by {made_by}, not {script}")
+    return checkpoint
+
+
+def parse_args(args_class, description, script):
+    """The command line, and with --resume the run's checkpoint: every argument defaults to the run's own, and
+    one given that would change what the run computes is refused. Returns (args, checkpoint or None)."""
+    args = tyro.cli(args_class, description=description)
+    if args.resume is None:
+        return args, None
+    try:
+        checkpoint = load_checkpoint(args.resume, script)
+        original = args_class(**checkpoint["args"])
+    except (ValueError, TypeError) as error:
+        sys.exit(f"error: {error}")
+    args = tyro.cli(args_class, description=description, default=dataclasses.replace(original, resume=args.resume))
+    for field in dataclasses.fields(args_class):
+        name, given, was = field.name, getattr(args, field.name), getattr(original, field.name)
+        if name not in RESUME_MAY_CHANGE and given != was:
+            flag = "--" + name.replace("_", "-")
+            sys.exit(f"error: --resume continues {args.resume} with its own arguments: {flag} {given} would change "
+                     f"what it computes (it ran with {was}). Leave it out, or start a new run")  # fmt: skip
+    if args.total_time < original.total_time:
+        sys.exit(f"error: --total-time {args.total_time:g} is shorter than the run's {original.total_time:g} s: a "
+                 "resumed run goes on to its own --total-time or to a larger one")  # fmt: skip
+    return args, checkpoint
+
+
+def check_disk(folder, checkpoint_bytes):
+    """Refuse a run whose checkpoint cannot be written: a new one is written beside the last, then replaces it."""
+    while not os.path.isdir(folder):  # runs/ may not exist yet: the disk it will be on
+        folder = os.path.dirname(os.path.abspath(folder))
+    existing = os.path.join(folder, CHECKPOINT)
+    free = shutil.disk_usage(folder).free + (os.path.getsize(existing) if os.path.isfile(existing) else 0)
+    if 2 * checkpoint_bytes > free:
+        raise ValueError(f"a checkpoint of this run takes up to {checkpoint_bytes / 1e9:.2f} GB and is written beside "
+                         f"the last one ({2 * checkpoint_bytes / 1e9:.2f} GB), but {free / 1e9:.2f} GB are free "
+                         f"on the disk of {os.path.abspath(folder)}: lower --buffer-time (or --total-time), or run "
+                         "without --checkpoint-every")  # fmt: skip
+
+
+class Preemption:
+    """SIGTERM (Slurm, cloud spot machines and `wandb agent` stop a job with it) asks the training loop to save a
+    checkpoint at the end of the current round and stop; Ctrl-C (SIGINT) stops it at once, as before."""
+
+    def __init__(self):
+        self.requested = False
+        signal.signal(signal.SIGTERM, self._request)
+
+    def _request(self, signum, frame):
+        self.requested = True

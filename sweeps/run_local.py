@@ -8,8 +8,10 @@ Run it from the repository root (the sweep files name their program relative to 
 expects). Each grid point's command is built by W&B's own `create_sweep_command_args` and the
 agent's macro substitution, so a local run is exactly the run an agent would start. Runs go to
 runs/<run_name>/ as usual; a grid point whose finished run is already there (runs/*/run.json with
-the same script and arguments), or in a --results folder, is skipped, so an interrupted sweep resumes
-where it stopped, in this session or a later one.
+the same script and arguments), or in a --results folder, is skipped, and one whose run was stopped
+with a checkpoint goes on from it (the same command plus --resume), so an interrupted sweep resumes
+where it stopped, in this session or a later one. With --hours, the runs still going at the deadline
+get SIGTERM: each saves a checkpoint at the end of its round and stops, to go on at the next call.
 The sweep files pass --track: log in with `wandb login`, or set WANDB_MODE=offline (local W&B
 files) or WANDB_MODE=disabled (no W&B at all).
 """
@@ -35,7 +37,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from dt_wrappers import env_settings, make_env  # noqa: E402
+from dt_wrappers import CHECKPOINT, env_settings, make_env  # noqa: E402
 
 
 @dataclass
@@ -51,13 +53,14 @@ class Options:
     results: tuple[Path, ...] = ()
     """folders of runs kept elsewhere (sweeps/collect.py's, e.g. docs/results): their finished runs count as done"""
     hours: float | None = None
-    """start a run only if it should end within this many hours of the executor's start (its rounds times the
-    slowest seconds per round of finished runs of the same script and env; a run with no such measure starts
-    while time is left), so that a time-limited session or job loses no half-done run; None: no limit"""
+    """stop after this many hours: the runs still going then get SIGTERM, save a checkpoint and stop, and the next
+    call goes on from it, so a time-limited session or job loses no half-done run and a run longer than a session
+    spans several; None: no limit"""
 
 
 # Arguments that do not change what a run computes: a finished run counts whatever they were.
-NOT_COMPARED = {"track", "wandb_project_name", "wandb_entity", "wandb_group", "cpu", "save_model", "eval_model"}
+NOT_COMPARED = {"track", "wandb_project_name", "wandb_entity", "wandb_group", "cpu", "save_model", "eval_model",
+                "capture_video", "checkpoint_every", "resume"}  # fmt: skip
 
 
 def parse_value(text):
@@ -148,6 +151,17 @@ def finished_runs(runs_dir):
     return runs
 
 
+def resumable_runs(runs_dir):
+    """run.json of every unfinished run that has a checkpoint to go on from, with its folder as "run_dir"."""
+    runs = []
+    for path in sorted(Path(runs_dir).glob("*/run.json"), reverse=True):  # the latest start first
+        with open(path) as file:
+            info = json.load(file)
+        if not info.get("completed") and (path.parent / CHECKPOINT).is_file():
+            runs.append({**info, "run_dir": str(path.parent)})
+    return runs
+
+
 @functools.cache
 def settings_of(env_id):
     """What the scripts put in place of the arguments left at None for this env (run.json records those)."""
@@ -162,15 +176,26 @@ def run_args(sweep, point):
     return wanted | {key: settings[key] for key, value in wanted.items() if value is None and key in settings}
 
 
-def is_done(sweep, point, runs):
-    """A finished run of the same script with the same arguments (the point's, the defaults for the rest)."""
+def same_point(sweep, point, runs):
+    """The runs of the same script with the same arguments (the point's, the defaults for the rest)."""
     script, wanted = Path(sweep["program"]).name, run_args(sweep, point)
     compared = [key for key in wanted if key not in NOT_COMPARED]
 
     def same_run(run):
         return run["script"] == script and all(same_value(run["args"].get(key), wanted[key]) for key in compared)
 
-    return any(same_run(run) for run in runs)
+    return [run for run in runs if same_run(run)]
+
+
+def is_done(sweep, point, runs):
+    """A finished run of the same script with the same arguments."""
+    return bool(same_point(sweep, point, runs))
+
+
+def resume_dir(sweep, point):
+    """The folder of this point's latest run stopped with a checkpoint in runs/, or None."""
+    stopped = same_point(sweep, point, resumable_runs("runs"))
+    return stopped[0]["run_dir"] if stopped else None
 
 
 def expected_seconds(sweep, point, runs):
@@ -241,17 +266,20 @@ def main(options):
     unique = {(sweep["program"], json.dumps(point, sort_keys=True)): (sweep, point) for sweep, point in points}
     jobs = schedule(list(unique.values()))  # a point given twice (overlapping files) runs once
     todo = [job for job in jobs if not is_done(*job, runs)]
-    print(f"{len(jobs)} runs in the grid, {len(jobs) - len(todo)} already finished, {len(todo)} to run")
+    resuming = sum(resume_dir(*job) is not None for job in todo)
+    print(f"{len(jobs)} runs in the grid, {len(jobs) - len(todo)} already finished, {len(todo)} to run"
+          + (f" ({resuming} from a checkpoint)" if resuming else ""))  # fmt: skip
     if options.dry_run:
         for sweep, point in jobs:
-            status = "to run" if (sweep, point) in todo else "done  "
-            print(status, " ".join(agent_command(sweep, point)))
+            folder = resume_dir(sweep, point) if (sweep, point) in todo else None
+            status = "done  " if (sweep, point) not in todo else "resume" if folder else "to run"
+            print(status, " ".join(agent_command(sweep, point) + ([f"--resume={folder}"] if folder else [])))
         return
     log_dir = Path("runs", "sweep_logs")
     log_dir.mkdir(parents=True, exist_ok=True)
     # One torch thread per run: `workers` runs share the cores instead of fighting over them.
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    running, lock, failures, skipped, stopping = set(), threading.Lock(), [], [], threading.Event()
+    running, lock, failures, skipped, paused, stopping = set(), threading.Lock(), [], [], [], threading.Event()
     start = time.time()
     deadline = start + options.hours * 3600 if options.hours else math.inf
 
@@ -261,27 +289,39 @@ def main(options):
         if deadline < math.inf:  # measured on every finished run so far, this call's included
             measured = [*runs, *finished_runs("runs")]
             needed, left = expected_seconds(sweep, point, measured), deadline - time.time()
-            if left <= 0 or (needed or 0) > left:
+            needs = f"needs about {needed / 60:.0f} min, " if needed else ""
+            if left <= 0:
                 skipped.append(name)
-                needs = f"needs about {needed / 60:.0f} min, " if needed else ""
                 progress.console.print(f"skipped {name}: {needs}{max(left, 0) / 60:.0f} min left", soft_wrap=True)
                 progress.advance(task)
                 return
+            if (needed or 0) > left:
+                progress.console.print(f"started {name}: {needs}{left / 60:.0f} min left; it will stop at a "
+                                       "checkpoint and go on at the next call", soft_wrap=True)  # fmt: skip
         log_path = log_dir / (name.replace(" ", "__").replace("env_id=", "").replace("=", "") + ".log")
-        with open(log_path, "w") as log:
+        folder = resume_dir(sweep, point)
+        command = agent_command(sweep, point) + ([f"--resume={folder}"] if folder else [])
+        with open(log_path, "ab" if folder else "wb") as log:  # a resumed run's log goes on
+            log_start = log.tell()
             with lock:
                 if stopping.is_set():
                     return
                 process = subprocess.Popen(
-                    agent_command(sweep, point), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                    command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
                 )  # its own session: Ctrl-C reaches the run once, from here
                 running.add(process)
                 time.sleep(1.1)  # run names carry the start second: two runs never share a directory
             returncode = process.wait()
             with lock:
                 running.discard(process)
-        lines = log_path.read_text().splitlines()
-        if returncode == 0 and any(line.startswith("interrupted") for line in lines):
+        lines = log_path.read_bytes()[log_start:].decode(errors="replace").splitlines()  # this call's output
+        if returncode == 0 and any(line.startswith("stopped by SIGTERM") for line in lines):
+            paused.append(name)
+            progress.console.print(f"paused  {name}: checkpoint saved, the next call goes on from it", soft_wrap=True)
+        elif returncode == -signal.SIGTERM and stopping.is_set():  # stopped in its start-up, before any round
+            skipped.append(name)
+            progress.console.print(f"stopped {name} in its start-up: the next call starts it again", soft_wrap=True)
+        elif returncode == 0 and any(line.startswith("interrupted") for line in lines):
             progress.console.print(f"stopped {name}: its evaluations so far are kept", soft_wrap=True)
         elif returncode == 0:
             endings = [line.split(": ", 1)[1] for line in lines if ": scaled return" in line]
@@ -295,6 +335,16 @@ def main(options):
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
+    def stop_at_deadline():  # SIGTERM: each run saves a checkpoint at the end of its round and stops
+        while not stopping.wait(timeout=max(0.0, min(deadline - time.time(), 60.0))):
+            if time.time() >= deadline:
+                stopping.set()
+                with lock:
+                    for process in running:
+                        process.send_signal(signal.SIGTERM)
+
+    if deadline < math.inf:
+        threading.Thread(target=stop_at_deadline, daemon=True).start()
     # A SIGTERM or a closed terminal stops the runs cleanly too, instead of orphaning them.
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGHUP, interrupt)
@@ -309,13 +359,16 @@ def main(options):
             stopping.set()
             pool.shutdown(wait=False, cancel_futures=True)  # drop the runs that have not started
             with lock:
-                for process in running:  # the scripts stop cleanly and keep what they logged
-                    process.send_signal(signal.SIGINT)
+                for process in running:  # the scripts stop at the end of a round with a checkpoint
+                    process.send_signal(signal.SIGTERM)
             pool.shutdown(wait=True)
             sys.exit("interrupted: finished runs are kept; run the same command again to resume")
         pool.shutdown()
-    finished = len(todo) - len(failures) - len(skipped)
+    finished = len(todo) - len(failures) - len(skipped) - len(paused)
     print(f"{finished} runs finished, {len(failures)} failed, in {time.time() - start:.0f} s")
+    if paused:
+        print(f"{len(paused)} runs stopped at a checkpoint (--hours {options.hours:g}): run the same command again "
+              "to go on")  # fmt: skip
     if skipped:
         print(f"{len(skipped)} runs not started (--hours {options.hours:g}): run the same command again to go on")
     if failures:

@@ -1,10 +1,12 @@
 """Helpers shared by the test files: running the scripts, reading their output, exact gradients."""
 
 import csv
+import glob
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -29,6 +31,23 @@ def run_script(script, *args, cwd, env=None, check=True, timeout=300):
     if check:
         assert result.returncode == 0, result.stderr[-3000:]
     return result
+
+
+def start_and_signal(script, *args, cwd, signum, rows=3, env=None):
+    """Start a run, send `signum` once its evals.csv has `rows` lines (the header included), wait for it."""
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / script), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+        files = glob.glob(str(cwd / "runs" / "*" / "evals.csv"))
+        if files and len(open(files[0]).read().splitlines()) >= rows:
+            break
+        time.sleep(0.01)
+    process.send_signal(signum)
+    stdout, stderr = process.communicate(timeout=120)
+    return process.returncode, stdout, stderr
 
 
 def read_evals(cwd):

@@ -17,7 +17,7 @@ from gymnasium.envs.box2d import bipedal_walker
 from gymnasium.utils.env_checker import check_env
 from helpers import ROOT
 
-from dt_wrappers import EvaluationVideos, PhysicalTimeVideo, env_settings, make_env
+from dt_wrappers import EvaluationVideos, PhysicalTimeVideo, env_settings, env_state, make_env, set_env_state
 
 
 def physical_state(env):
@@ -407,3 +407,32 @@ def test_mujoco_videos_follow_the_body(tmp_path):
     mujoco.mj_forward(base.model, base.data)
     frame = videos.env.render().astype(int)
     assert ((frame[..., 0] - frame[..., 1]) > 40).sum() > 500
+
+
+@pytest.mark.parametrize(
+    "env_id,dt,restorable",
+    [("Pendulum-v1", 0.01, True), ("CartPole-v1", 0.005, True), ("Acrobot-v1", 0.05, True),
+     ("HalfCheetah-v4", 0.005, True), ("Ant-v4", 0.02, True), ("BipedalWalker-v3", 0.01, False)],
+)  # fmt: skip
+def test_an_env_state_put_into_another_env_steps_and_resets_the_same(env_id, dt, restorable):
+    """env_state/set_env_state: an env put into another's state mid-episode (the other freshly made with another
+    seed, as at --resume) gives the same observations, rewards and episode ends, and, after a reset, the same
+    next episode (the env's generator). Box2D's world cannot be read back: set_env_state says so."""
+    env = make_env(env_id, dt, seed=1)
+    env.reset()
+    env.action_space.seed(1)
+    actions = [env.action_space.sample() for _ in range(60)]
+    for action in actions[:20]:
+        env.step(action)
+    state = env_state(env)
+    twin = make_env(env_id, dt, seed=2)
+    twin.reset()
+    assert set_env_state(twin, state) is restorable
+    if not restorable:
+        return
+    for action in actions[20:]:
+        stepped, twin_stepped = env.step(action), twin.step(action)
+        np.testing.assert_array_equal(stepped[0], twin_stepped[0])
+        assert stepped[1:4] == twin_stepped[1:4]
+        assert ("episode" in stepped[4]) == ("episode" in twin_stepped[4])
+    np.testing.assert_array_equal(env.reset()[0], twin.reset()[0])

@@ -155,6 +155,30 @@ def test_check_args_refuses_meaningless_arguments(script, changes, message):
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
+def test_checkpoints_that_cannot_fit_on_the_disk_are_refused(script, monkeypatch):
+    """--checkpoint-every with HalfCheetah's replay memory at dt 0.005 (6.0e6 transitions, 1.0 GB): refused on a
+    disk with 1.5 GB free, since a checkpoint is written beside the previous one; accepted with 2.5 GB."""
+    import shutil
+
+    module = importlib.import_module(script[: -len(".py")])
+    args = dataclasses.replace(env_defaults(module, "HalfCheetah"), checkpoint_every=3000.0)
+    obs_dim, action_dim = 17, (6 if script in CONTINUOUS else 1)
+    row_bytes = 4 * (2 * obs_dim + action_dim + 2)
+    checkpoint_gb = (2343 * 2560 * row_bytes + 2**24) / 1e9
+    for free_gb, refused in ((1.5, True), (2.5, False)):
+        usage = shutil._ntuple_diskusage(100 * 10**9, 0, int(free_gb * 1e9))
+        monkeypatch.setattr("dt_wrappers.shutil.disk_usage", lambda path, usage=usage: usage)
+        if refused:
+            message = f"a checkpoint of this run takes up to {checkpoint_gb:.2f} GB and is written beside the last"
+            with pytest.raises(ValueError, match=re.escape(message) + ".*run without --checkpoint-every"):
+                module.check_args(args, 0.005, obs_dim, action_dim)
+        else:
+            module.check_args(args, 0.005, obs_dim, action_dim)
+    monkeypatch.setattr("dt_wrappers.shutil.disk_usage", lambda path: shutil._ntuple_diskusage(10**11, 0, 10**9))
+    module.check_args(dataclasses.replace(args, checkpoint_every=None), 0.005, obs_dim, action_dim)  # no checkpoints
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_bad_input_is_refused_before_any_work(script, tmp_path):
     """Through the command line: a one-line error, no traceback, no run directory."""
     env_args, other_env, other_script = ACTION_TYPES[script]

@@ -108,3 +108,37 @@ def test_the_buffer_never_allocates_more_than_the_run_collects(module):
     assert module.buffer_rows(pendulum_args(module, total_time=1e6), 0.05) == 200_000
     cheetah = dataclasses.replace(pendulum_args(module), total_time=30_000.0, buffer_time=50_000.0)
     assert module.buffer_rows(cheetah, 0.005) == 2343 * 2560
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda module: module.__name__)
+def test_the_buffer_samples_filled_rows_only(module):
+    """The rows not yet filled hold whatever memory held (poisoned with NaN here): no batch may reach them."""
+    action_dims = (1,) if module.__name__ in ("dau_continuous", "ddpg_baseline") else ()
+    buffer = module.ReplayBuffer(1000, 1, *action_dims, "cpu")
+    for field in buffer.fields:
+        field.fill_(math.nan)
+    values = np.arange(30, dtype=np.float32).reshape(30, 1)
+    buffer.add(values, np.zeros((30, 1)), np.zeros(30), np.zeros(30), values)
+    obs, action, reward, terminated, next_obs = buffer.sample(50, 64)
+    assert torch.isfinite(torch.cat([obs.flatten(), action.float().flatten(), reward.flatten()])).all()
+    assert set(obs.flatten().tolist()) == set(range(30))  # every filled row, and only those
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda module: module.__name__)
+@pytest.mark.parametrize("filled,capacity_after", [(7, 10), (10, 10), (25, 10), (10, 16)])
+def test_the_buffer_state_round_trips_and_grows_in_place(module, filled, capacity_after):
+    """state_dict keeps the filled rows only (7 of 10), or all rows of a full or wrapped ring (25 into 10);
+    loaded into a buffer of the same capacity, or into a larger one (a longer --total-time, possible only for
+    a ring that never wrapped), every row is where it was and the next rows go where they would have gone."""
+    action_dims = (1,) if module.__name__ in ("dau_continuous", "ddpg_baseline") else ()
+    before = module.ReplayBuffer(10, 1, *action_dims, "cpu")
+    for row in range(filled):
+        before.add(np.full((1, 1), row), np.zeros((1, 1)), np.zeros(1), np.zeros(1), np.full((1, 1), row))
+    state = before.state_dict()
+    assert state["fields"][0].shape[0] == min(filled, 10)
+    after = module.ReplayBuffer(capacity_after, 1, *action_dims, "cpu")
+    after.load_state_dict(state)
+    assert (after.size, after.position) == (before.size, before.position if capacity_after == 10 else filled)
+    torch.testing.assert_close(after.fields[0][: after.size], before.fields[0][: before.size])
+    after.add(np.full((1, 1), 99), np.zeros((1, 1)), np.zeros(1), np.zeros(1), np.full((1, 1), 99))
+    assert after.fields[0][filled % 10 if capacity_after == 10 else filled, 0] == 99

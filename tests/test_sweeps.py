@@ -12,7 +12,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-from helpers import ROOT, with_ctrl_c
+from helpers import ROOT, start_and_signal, with_ctrl_c
 
 from dt_wrappers import ENV_SETTINGS
 
@@ -160,8 +160,8 @@ def test_a_sweep_can_override_every_per_environment_setting(workdir):
 
 def test_the_executor_runs_a_grid_once_in_the_hours_given_and_resumes_after_an_interruption(workdir):
     """--hours: a finished run of the same script and env (another seed) measures 1000 s per round; the dt
-    0.01 point needs 2 rounds (2000 s), more than the 1800 s of --hours 0.5, and is not started, while its
-    dt 0.02 twin needs 1 round and runs. The next call runs the rest."""
+    0.01 point needs 2 rounds (2000 s), more than the 1800 s of --hours 0.5: it starts all the same, saying that
+    it would stop at a checkpoint at the deadline (here it ends in seconds), and so does its dt 0.02 twin."""
     (workdir / "tiny.yaml").write_text(TINY_SWEEP)
     measured = workdir / "measured" / "CartPole-v1__dqn_baseline__dt0.01__99__1"
     measured.mkdir(parents=True)
@@ -170,11 +170,9 @@ def test_the_executor_runs_a_grid_once_in_the_hours_given_and_resumes_after_an_i
     (measured / "run.json").write_text(json.dumps(info))
     first = executor("tiny.yaml", "--results", "measured", "--hours", "0.5", cwd=workdir)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "skipped dqn_baseline env_id=CartPole-v1 dt=0.01 seed=4: needs about 33 min" in first.stdout
-    assert "1 runs not started (--hours 0.5): run the same command again" in first.stdout
-    assert [run["dt"] for run in finished(workdir)] == [0.02]
-    rest = executor("tiny.yaml", cwd=workdir)
-    assert "1 already finished, 1 to run" in rest.stdout, rest.stdout + rest.stderr
+    assert ("started dqn_baseline env_id=CartPole-v1 dt=0.01 seed=4: needs about 33 min, 30 min left; it will stop "
+            "at a checkpoint") in first.stdout  # fmt: skip
+    assert "2 runs finished, 0 failed" in first.stdout and "not started" not in first.stdout
     runs = finished(workdir)
     assert [run["dt"] for run in runs] == [0.01, 0.02] and all(run["script"] == "dqn_baseline.py" for run in runs)
     assert len(list(workdir.glob("runs/*/evals.csv"))) == 2
@@ -322,6 +320,45 @@ def test_ctrl_c_stops_the_runs_cleanly_and_keeps_their_logs(workdir):
     assert len(runs) == 2 and not any(run["completed"] for run in runs)  # the next call runs them again
     assert all("physical_time" in run for run in runs)  # written on the scripts' clean interruption path
     assert all(len((path.read_text()).splitlines()) >= 2 for path in workdir.glob("runs/*/evals.csv"))
+
+
+def test_at_the_deadline_the_runs_stop_with_a_checkpoint_and_the_next_call_resumes_them(workdir):
+    """--hours 0.003 (10.8 s): both runs, each far longer, get SIGTERM at the deadline, save their state and stop;
+    the executor says so, and its next call (a dry run here) resumes them from their folders."""
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    long = ["--override", "total_time=4000", "eval_every=2000"]
+    stopped = executor("tiny.yaml", *long, "--hours", "0.003", cwd=workdir)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert stopped.stdout.count("checkpoint saved, the next call goes on from it") == 2, stopped.stdout
+    assert "2 runs stopped at a checkpoint (--hours 0.003): run the same command again" in stopped.stdout
+    assert "0 runs finished" in stopped.stdout
+    runs = {path.parent: json.loads(path.read_text()) for path in workdir.glob("runs/*/run.json")}
+    assert len(runs) == 2 and all(run["stopped_by"] == "SIGTERM" and run["checkpoint"] for run in runs.values())
+    plan = executor("tiny.yaml", *long, "--dry-run", cwd=workdir)
+    assert "2 to run (2 from a checkpoint)" in plan.stdout, plan.stdout + plan.stderr
+    for run_dir in runs:
+        assert f"resume /usr/bin/env {sys.executable} dqn_baseline.py" in plan.stdout
+        assert f"--resume=runs/{run_dir.name}" in plan.stdout
+
+
+def test_the_executor_goes_on_from_a_stopped_runs_checkpoint(workdir):
+    """A grid point whose run was stopped by SIGTERM runs on in its own folder (the agent's command plus
+    --resume) to its end; its evaluations before the stop stay as they were."""
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    point = ["--env_id=CartPole-v1", "--dt=0.01", "--seed=4", "--total_time=40", "--num_envs=4", "--num_eval_envs=2",
+             "--updates_per_round=2", "--batch_size=16", "--time_limit=0.5", "--eval_every=1"]  # fmt: skip
+    returncode, _, stderr = start_and_signal("dqn_baseline.py", *point, cwd=workdir, signum=signal.SIGTERM)
+    assert returncode == 0, stderr
+    (run_json,) = workdir.glob("runs/*/run.json")
+    before = (run_json.parent / "evals.csv").read_text()
+    assert not json.loads(run_json.read_text())["completed"]
+    result = executor("tiny.yaml", "--override", "dt=0.01", "total_time=40", "eval_every=1", cwd=workdir)
+    assert "1 to run (1 from a checkpoint)" in result.stdout and "1 runs finished" in result.stdout, result.stdout
+    (again,) = workdir.glob("runs/*/run.json")
+    run = json.loads(again.read_text())
+    assert again == run_json and run["completed"] and run["physical_time"] == pytest.approx(40)
+    after = (run_json.parent / "evals.csv").read_text()
+    assert after.startswith(before) and len(after.splitlines()) > len(before.splitlines())
 
 
 def test_collect_keeps_the_small_files_of_finished_runs_only(tmp_path):

@@ -1,0 +1,293 @@
+"""Checkpoints and --resume through the scripts' command line: a run stopped by SIGTERM, killed, or extended
+goes on to the same evals.csv as the run never stopped; what cannot be resumed is refused, before any work."""
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+from helpers import ROOT, TINY, read_evals, run_script, start_and_signal
+
+from dt_wrappers import CHECKPOINT, save_checkpoint
+
+# script, env: the five the issue names (Pendulum and CartPole with each script, one MuJoCo env). At dt 0.01 a
+# TINY round is 0.4 physical s; 100 rounds, so that a signal sent after the second evaluation lands mid-run.
+CASES = [
+    ("dau_continuous.py", "Pendulum-v1"),
+    ("ddpg_baseline.py", "Pendulum-v1"),
+    ("dau_discrete.py", "CartPole-v1"),
+    ("dqn_baseline.py", "CartPole-v1"),
+    ("dau_continuous.py", "HalfCheetah-v4"),
+]
+LONG = ["--dt", "0.01", "--total-time", "40", *TINY]
+
+
+def numbers(rows):
+    """evals.csv without its wall-time column."""
+    return [(row["physical_time"], row["env_steps"], row["updates"], row["scaled_return"]) for row in rows]
+
+
+def the_run(cwd):
+    (run_dir,) = (cwd / "runs").glob("*__*")
+    return run_dir, json.loads((run_dir / "run.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """Each case's run, never stopped and without --checkpoint-every: the reference."""
+    cache = {}
+
+    def get(script, env_id, *extra):
+        key = (script, env_id, *extra)
+        if key not in cache:
+            cwd = tmp_path_factory.mktemp("uninterrupted")
+            run_script(script, "--env-id", env_id, *LONG, *extra, cwd=cwd)
+            cache[key] = numbers(read_evals(cwd))
+        return cache[key]
+
+    return get
+
+
+@pytest.mark.parametrize("script,env_id", CASES)
+def test_a_run_stopped_by_sigterm_resumes_to_the_same_evals(script, env_id, uninterrupted, tmp_path):
+    """SIGTERM mid-run (as Slurm, a spot machine or `wandb agent` stop a job): the run saves its state at the end
+    of the round and exits cleanly; --resume goes on in the same folder, and the evals.csv is the one of the run
+    never stopped, value for value (with --checkpoint-every every 2 physical s, which must change nothing)."""
+    returncode, stdout, stderr = start_and_signal(
+        script, "--env-id", env_id, *LONG, "--checkpoint-every", "2", cwd=tmp_path, signum=signal.SIGTERM
+    )
+    assert returncode == 0, stderr[-2000:]
+    assert "stopped by SIGTERM: checkpoint saved; go on with --resume runs/" in stdout
+    run_dir, stopped = the_run(tmp_path)
+    assert not stopped["completed"] and stopped["stopped_by"] == "SIGTERM"
+    assert stopped["checkpoint"] == f"runs/{run_dir.name}/{CHECKPOINT}" and (run_dir / CHECKPOINT).is_file()
+    assert 0 < stopped["physical_time"] < 40  # it stopped mid-run
+    run_script(script, "--resume", f"runs/{run_dir.name}", cwd=tmp_path)
+    assert the_run(tmp_path)[1]["completed"] and numbers(read_evals(tmp_path)) == uninterrupted(script, env_id)
+
+
+def test_a_killed_run_resumes_from_its_last_checkpoint_and_drops_what_it_logged_after(uninterrupted, tmp_path):
+    """SIGKILL (no chance to save): the last periodic checkpoint is the one to go on from; the evaluations logged
+    after it are dropped and logged again, so that the evals.csv is still the uninterrupted one. (Rounds of 50
+    updates, so that the kill, sent once t = 6 s is logged, lands well before the next checkpoint, after 8 s.)"""
+    slow = ["--updates-per-round", "50"]
+    args = ["--env-id", "CartPole-v1", "--dt", "0.01", "--total-time", "12", *TINY[:4], *slow, *TINY[6:]]
+    returncode, _, _ = start_and_signal(
+        "dau_discrete.py", *args, "--checkpoint-every", "4", cwd=tmp_path, signum=signal.SIGKILL, rows=8
+    )
+    assert returncode == -signal.SIGKILL
+    run_dir, _ = the_run(tmp_path)
+    saved = torch.load(run_dir / CHECKPOINT, weights_only=True)
+    logged = read_evals(tmp_path)
+    assert 4 <= saved["counters"]["physical_time"] < float(logged[-1]["physical_time"])  # logged after it
+    run_script("dau_discrete.py", "--resume", str(run_dir), cwd=tmp_path)
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    run_script("dau_discrete.py", *args, cwd=reference)
+    assert numbers(read_evals(tmp_path)) == numbers(read_evals(reference))
+
+
+def test_a_finished_run_with_checkpoints_extends_to_a_longer_budget(uninterrupted, tmp_path):
+    """--checkpoint-every keeps the state before the final evaluation; --resume with a larger --total-time goes on
+    from it (the replay memory, sized by the budget, grows with its rows in place) as if the run had been given
+    the longer budget from the start. A shorter budget is refused."""
+    short = ["--env-id", "Pendulum-v1", "--dt", "0.01", "--total-time", "16", *TINY, "--checkpoint-every", "4"]
+    run_script("dau_continuous.py", *short, cwd=tmp_path)
+    run_dir, first = the_run(tmp_path)
+    assert first["completed"] and first["checkpoint"] and first["physical_time"] == pytest.approx(16)
+    refused = run_script("dau_continuous.py", "--resume", str(run_dir), "--total-time", "8", cwd=tmp_path, check=False)
+    assert refused.returncode != 0 and "shorter than the run's 16" in refused.stderr
+    run_script("dau_continuous.py", "--resume", str(run_dir), "--total-time", "40", cwd=tmp_path)
+    extended = the_run(tmp_path)[1]
+    assert extended["completed"] and extended["args"]["total_time"] == 40
+    assert numbers(read_evals(tmp_path)) == uninterrupted("dau_continuous.py", "Pendulum-v1")
+
+
+def test_the_checkpoint_holds_the_replay_memory_with_the_true_last_observation_at_a_truncation(tmp_path):
+    """The saved replay memory, row by row (4 envs per step): each transition's next observation is the next
+    row's observation, except at a time-limit truncation (every 0.5 s here), where it is the episode's true last
+    observation, which Pendulum's own dynamics give from the state and the action. (Storing the observation
+    returned by the vector env, the next episode's first, would make every next observation the next row's.)"""
+    run_script("dau_continuous.py", "--env-id", "Pendulum-v1", "--dt", "0.05", "--total-time", "8", *TINY,
+               "--checkpoint-every", "8", cwd=tmp_path)  # fmt: skip
+    run_dir, _ = the_run(tmp_path)
+    replay = torch.load(run_dir / CHECKPOINT, weights_only=True)["replay"]
+    obs, action, reward, terminated, next_obs = (field.double() for field in replay["fields"])
+    assert replay["size"] == 160 and not terminated.any()  # 40 steps of 4 envs, all within the buffer
+    step = torch.arange(replay["size"]) // 4
+    truncation = (step + 1) % 10 == 0  # 0.5 s episodes of 10 steps
+    continues = ~truncation[:-4]
+    torch.testing.assert_close(next_obs[:-4][continues], obs[4:][continues])
+    assert not torch.isclose(next_obs[:-4][~continues], obs[4:][~continues], atol=1e-3).all(-1).any()
+    # Pendulum-v1: theta_dot' = clip(theta_dot + (3 g / (2 l) sin theta + 3 u / (m l^2)) dt, -8, 8), g = 10.
+    theta, theta_dot = torch.atan2(obs[:, 1], obs[:, 0]), obs[:, 2]
+    torque = (action[:, 0] + 1) / 2 * 4 - 2  # [-1, 1] onto the action box [-2, 2]
+    new_theta_dot = (theta_dot + (15 * torch.sin(theta) + 3 * torque) * 0.05).clamp(-8, 8)
+    new_theta = theta + new_theta_dot * 0.05
+    expected = torch.stack([torch.cos(new_theta), torch.sin(new_theta), new_theta_dot], -1)
+    torch.testing.assert_close(next_obs[truncation], expected[truncation], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("script", ["dau_continuous.py", "dqn_baseline.py"])
+def test_eval_model_repeats_the_runs_final_evaluation(script, tmp_path):
+    """model.pt keeps the evaluation envs as the final evaluation found them: --eval-model gives its return
+    again, from the saved networks and normaliser (with normalisation on, so that the normaliser matters)."""
+    env_id = "Pendulum-v1" if script == "dau_continuous.py" else "CartPole-v1"  # 2-s CartPole episodes can fail
+    run_script(script, "--env-id", env_id, "--dt", "0.02", "--total-time", "8", *TINY, "--time-limit", "2",
+               "--normalize-obs", "True", "--save-model", cwd=tmp_path)  # fmt: skip
+    final = float(read_evals(tmp_path)[-1]["scaled_return"])
+    (model,) = tmp_path.glob("runs/*/model.pt")
+    again = run_script(script, "--eval-model", str(model), "--num-eval-envs", "2", cwd=tmp_path)
+    printed = float(again.stdout.split("mean scaled return ")[1].split()[0])
+    assert printed == pytest.approx(final, abs=0.006)  # printed with 2 decimals
+
+
+def test_bipedalwalker_resumes_with_new_episodes_in_flight(tmp_path):
+    """Box2D's world cannot be saved: at --resume each training env starts a new episode (the one in flight ends
+    at the checkpoint as at a truncation, its last transition bootstrapping). The run completes, its evaluations
+    up to the stop are the uninterrupted run's, and it logs as many as that run."""
+    args = ["--env-id", "BipedalWalker-v3", "--dt", "0.01", "--total-time", "16", *TINY, "--time-limit", "0.3"]
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    run_script("dau_continuous.py", *args, cwd=reference)
+    returncode, _, stderr = start_and_signal("dau_continuous.py", *args, cwd=tmp_path, signum=signal.SIGTERM)
+    assert returncode == 0, stderr[-2000:]
+    run_dir, stopped = the_run(tmp_path)
+    assert stopped["stopped_by"] == "SIGTERM" and stopped["physical_time"] < 16
+    kept = numbers(read_evals(tmp_path))
+    run_script("dau_continuous.py", "--resume", str(run_dir), cwd=tmp_path)
+    resumed, expected = numbers(read_evals(tmp_path)), numbers(read_evals(reference))
+    assert the_run(tmp_path)[1]["completed"] and len(resumed) == len(expected)
+    assert resumed[: len(kept)] == expected[: len(kept)]
+    assert all(math.isfinite(float(row[3])) for row in resumed)
+
+
+def test_a_resumed_run_with_track_goes_on_as_the_same_wandb_run(tmp_path):
+    """W&B offline: the id is in run.json, and the resumed run logs to a run with the same id."""
+    args = ["--env-id", "CartPole-v1", *LONG, "--track"]
+    env = {"WANDB_MODE": "offline"}
+    returncode, _, stderr = start_and_signal("dqn_baseline.py", *args, cwd=tmp_path, signum=signal.SIGTERM, env=env)
+    assert returncode == 0, stderr[-2000:]
+    run_dir, stopped = the_run(tmp_path)
+    assert stopped["wandb_id"]
+    run_script("dqn_baseline.py", "--resume", str(run_dir), "--track", cwd=tmp_path, env=env)
+    finished = the_run(tmp_path)[1]
+    assert finished["completed"] and finished["wandb_id"] == stopped["wandb_id"]
+    offline_runs = sorted(path.name for path in tmp_path.glob("wandb/offline-run-*"))
+    assert len(offline_runs) == 2 and all(name.endswith(f"-{stopped['wandb_id']}") for name in offline_runs)
+
+
+@pytest.fixture(scope="module")
+def stopped_run(tmp_path_factory):
+    """A DAU run stopped by SIGTERM, for the refusals (each test works on its own copy)."""
+    cwd = tmp_path_factory.mktemp("stopped")
+    start_and_signal("dau_continuous.py", "--env-id", "Pendulum-v1", *LONG, cwd=cwd, signum=signal.SIGTERM)
+    run_dir, stopped = the_run(cwd)
+    assert stopped["stopped_by"] == "SIGTERM"
+    return run_dir
+
+
+@pytest.mark.parametrize(
+    "script,args,damage,message",
+    [
+        ("dau_continuous.py", ["--seed", "2"], None, "--seed 2 would change what it computes (it ran with 1)"),
+        ("dau_continuous.py", ["--dt", "0.02"], None, "--dt 0.02 would change what it computes (it ran with 0.01)"),
+        ("dau_continuous.py", ["--num-envs", "8"], None, "--num-envs 8 would change what it computes"),
+        ("ddpg_baseline.py", [], None, "its checkpoint was made by dau_continuous.py, not ddpg_baseline.py"),
+        ("dau_continuous.py", [], "missing", "no checkpoint.pt in it"),
+        ("dau_continuous.py", [], "truncated", "is not a readable checkpoint"),
+        ("dau_continuous.py", [], "garbage", "is not a readable checkpoint"),
+    ],
+)
+def test_a_resume_that_cannot_be_exact_is_refused_before_any_work(script, args, damage, message, stopped_run, tmp_path):
+    run_dir = tmp_path / "runs" / stopped_run.name
+    run_dir.mkdir(parents=True)
+    for path in stopped_run.iterdir():
+        (run_dir / path.name).write_bytes(path.read_bytes())
+    checkpoint = run_dir / CHECKPOINT
+    if damage == "missing":
+        checkpoint.unlink()
+    elif damage == "truncated":  # a write cut short, with no atomic rename to protect it
+        checkpoint.write_bytes(checkpoint.read_bytes()[: checkpoint.stat().st_size // 2])
+    elif damage == "garbage":
+        checkpoint.write_bytes(b"not a checkpoint")
+    evals_before = (run_dir / "evals.csv").read_bytes()
+    result = run_script(script, "--resume", str(run_dir), *args, cwd=tmp_path, check=False, timeout=120)
+    assert result.returncode != 0 and message in result.stderr and "Traceback" not in result.stderr
+    assert (run_dir / "evals.csv").read_bytes() == evals_before  # nothing touched
+
+
+def test_a_missing_run_folder_is_refused(tmp_path):
+    result = run_script("dqn_baseline.py", "--resume", "runs/nothing-here", cwd=tmp_path, check=False, timeout=120)
+    assert result.returncode != 0 and "--resume runs/nothing-here: no such folder" in result.stderr
+
+
+KILLED_WRITER = """
+import sys, torch
+sys.path.insert(0, {root!r})
+from dt_wrappers import save_checkpoint
+save_checkpoint({{"version": 1, "data": torch.zeros(10)}}, {path!r})
+print("ready", flush=True)
+while True:  # large checkpoints, one after another: the kill lands during a write
+    save_checkpoint({{"version": 2, "data": torch.ones(50_000_000)}}, {path!r})
+"""
+
+
+def test_a_kill_during_a_checkpoint_write_leaves_the_previous_one_whole(tmp_path):
+    """A real SIGKILL while a 200 MB checkpoint is being written: the file a resume reads is the last complete
+    one; the half-written one lies beside it, and the next save replaces it."""
+    path = tmp_path / CHECKPOINT
+    partial = tmp_path / f"{CHECKPOINT}.partial"
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER.format(root=str(ROOT), path=str(path))], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout.readline().strip() == "ready"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (partial.exists() and 0 < partial.stat().st_size < 10**8):
+        time.sleep(0.001)
+    process.kill()
+    process.wait()
+    assert partial.exists() and partial.stat().st_size < 2 * 10**8  # killed mid-write
+    checkpoint = torch.load(path, weights_only=True)
+    assert checkpoint["version"] in (1, 2) and checkpoint["data"].numel() in (10, 50_000_000)
+    save_checkpoint({"version": 3}, str(path))
+    assert torch.load(path, weights_only=True) == {"version": 3} and not partial.exists()
+
+
+def test_checkpoints_load_as_data_only(tmp_path):
+    """A checkpoint is read with weights_only: a file that would run code when unpickled is refused."""
+    stale = tmp_path / "runs" / "x"
+    stale.mkdir(parents=True)
+
+    class Payload:
+        def __reduce__(self):
+            return (print, ("code ran",))
+
+    torch.save({"script": "dau_continuous.py", "payload": Payload()}, stale / CHECKPOINT)
+    result = run_script("dau_continuous.py", "--resume", str(stale), cwd=tmp_path, check=False, timeout=120)
+    assert result.returncode != 0 and "is not a readable checkpoint" in result.stderr
+    assert "code ran" not in result.stdout + result.stderr
+
+
+def test_the_state_round_trip_covers_every_generator(tmp_path):
+    """random_state/set_random_state: the next draws of Python, NumPy and torch are the same after a restore."""
+    import random
+
+    from dt_wrappers import random_state, set_random_state
+
+    random.seed(1)
+    np.random.seed(1)
+    torch.manual_seed(1)
+    state = random_state()
+    save_checkpoint(state, str(tmp_path / "state.pt"))
+    first = (random.random(), np.random.rand(), torch.rand(1).item())
+    random.seed(2)
+    np.random.seed(2)
+    torch.manual_seed(2)
+    set_random_state(torch.load(tmp_path / "state.pt", weights_only=True))
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == first
