@@ -75,8 +75,9 @@ def test_a_run_stopped_by_sigterm_resumes_to_the_same_evals(script, env_id, othe
 
 def test_a_killed_run_resumes_from_its_last_checkpoint_and_drops_what_it_logged_after(uninterrupted, tmp_path):
     """SIGKILL (no chance to save): the last periodic checkpoint is the one to go on from; the evaluations logged
-    after it are dropped and logged again, so that the evals.csv is still the uninterrupted one. (Rounds of 50
-    updates, so that the kill, sent once t = 6 s is logged, lands well before the next checkpoint, after 8 s.)"""
+    after it are dropped and logged again, so that the evals.csv is still the uninterrupted one. The resumed run is
+    stopped again (SIGTERM) and resumed again: its checkpoint's place in evals.csv is counted in the appended file.
+    (Rounds of 50 updates, so that the kill, sent once t = 6 s is logged, lands before the next checkpoint.)"""
     slow = ["--updates-per-round", "50"]
     args = ["--env-id", "CartPole-v1", "--dt", "0.01", "--total-time", "12", *TINY[:4], *slow, *TINY[6:]]
     returncode, _, _ = start_and_signal(
@@ -87,6 +88,10 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_and_drops_what_it_logged_
     saved = torch.load(run_dir / CHECKPOINT, weights_only=True)
     logged = read_evals(tmp_path)
     assert 4 <= saved["counters"]["physical_time"] < float(logged[-1]["physical_time"])  # logged after it
+    returncode, stdout, _ = start_and_signal(
+        "dau_discrete.py", "--resume", str(run_dir), cwd=tmp_path, signum=signal.SIGTERM, rows=10
+    )
+    assert returncode == 0 and "stopped by SIGTERM" in stdout and len(read_evals(tmp_path)) >= 9
     run_script("dau_discrete.py", "--resume", str(run_dir), cwd=tmp_path)
     reference = tmp_path / "reference"
     reference.mkdir()
