@@ -3,20 +3,26 @@
     python sweeps/plot.py --env-ids Pendulum-v1 CartPole-v1 --out docs/figures/curves.png --table docs/robustness.md
 
 One row of panels per environment, one panel per algorithm, one curve per dt: scaled return against
-physical time, the mean over seeds with its min-max band, on the same axes for every dt and
-algorithm of an environment. The table gives the final scaled return per dt (the mean of each
-run's last `--last` evaluations, then mean +- sample std over seeds) and two numbers per algorithm
-on a normalised score, (return - untrained) / (best - untrained), where "untrained" is the mean
-evaluation at physical time 0 over the environment's runs and "best" the best final mean of any
-algorithm and dt for that environment (1: the best seen, 0: no better than untrained):
+physical time, the mean over seeds with the 95% bootstrap interval of that mean as a band, on the same
+axes for every dt and algorithm of an environment. The table gives the final scaled return per dt (the
+mean of each run's last `--last` evaluations, then the mean over seeds and its 95% interval) and two
+numbers per algorithm on a normalised score, (return - untrained) / (best - untrained), where
+"untrained" is the mean evaluation at physical time 0 over the environment's runs and "best" the best
+final mean of any algorithm and dt for that environment (1: the best seen, 0: no better than untrained):
 - worst / best dt: the algorithm's worst dt over its best dt, its robustness to dt (1: the same at
-  every dt, however good; 0: some dt ends no better than untrained; "—": no dt ends better);
+  every dt, however good; 0: some dt ends no better than untrained; "—": no dt ends better), with its
+  interval (the seeds of each dt resampled on their own);
 - worst dt score: the score of its worst dt (1: every dt as good as the best seen).
+A last row per baseline gives, per dt, the probability that a DAU run ends above a baseline run
+(Agarwal et al., NeurIPS 2021: P(X > Y) + P(X = Y) / 2 over all pairs of runs), with its interval.
+Intervals are percentile bootstraps over runs (scipy.stats.bootstrap, 10,000 resamples, a fixed
+generator so that the tables redraw the same); a cell of one run has none.
 Under each table, the wall time of the runs per algorithm: summed over runs (a sweep with N workers
 takes about 1/N of it) and per run, mean over seeds, for each dt.
 """
 
 import csv
+import functools
 import json
 import sys
 from collections import defaultdict
@@ -27,11 +33,13 @@ from typing import NamedTuple
 import matplotlib
 import numpy as np
 import tyro
+from scipy import stats
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 BASELINES = {"ddpg_baseline.py": "DDPG", "dqn_baseline.py": "DQN"}
+RESAMPLES = 10_000  # bootstrap resamples per interval
 
 
 @dataclass
@@ -87,13 +95,41 @@ def load_runs(runs_dir, env_ids=()):
     return runs
 
 
+def interval(samples, statistic, vectorized=False, axis=0):
+    """The 95% percentile-bootstrap interval (low, high) of statistic(*samples), each sample resampled on
+    its own (one per dt, or DAU's and a baseline's runs); None when a sample has a single run."""
+    if min(np.shape(sample)[axis] for sample in samples) < 2:
+        return None
+    result = stats.bootstrap(samples, statistic, n_resamples=RESAMPLES, method="percentile", vectorized=vectorized,
+                             axis=axis, rng=np.random.default_rng(0))  # fmt: skip
+    return result.confidence_interval.low, result.confidence_interval.high
+
+
+def robustness_ratio(*finals, untrained):
+    """Worst dt over best dt on the score, from each dt's final returns (0 when the worst is no better than
+    untrained; None when no dt is)."""
+    means = [np.mean(values) for values in finals]
+    if max(means) <= untrained:
+        return None
+    return max(min(means) - untrained, 0) / (max(means) - untrained)
+
+
+def probability_of_improvement(better, worse):
+    """P(X > Y) + P(X = Y) / 2 for X a run of one sample and Y of the other, over all pairs."""
+    better, worse = np.asarray(better)[:, None], np.asarray(worse)[None, :]
+    return np.mean((better > worse) + 0.5 * (better == worse))
+
+
 def mean_curve(curves):
     """Seeds' curves aligned by evaluation index (every run evaluates at the same physical times, up to
-    one round): mean time, mean, min and max return."""
+    one round): mean time, mean return, and the 95% bootstrap interval of the mean (the mean itself for
+    a single run)."""
     length = min(len(curve.times) for curve in curves)
     times = np.mean([curve.times[:length] for curve in curves], axis=0)
     returns = np.array([curve.returns[:length] for curve in curves])
-    return times, returns.mean(0), returns.min(0), returns.max(0)
+    band = interval((returns,), np.mean, vectorized=True)
+    low, high = band if band else (returns.mean(0), returns.mean(0))
+    return times, returns.mean(0), low, high
 
 
 def robustness_table(runs, last):
@@ -108,7 +144,8 @@ def robustness_table(runs, last):
         untrained = np.mean([curve.returns[0] for by_dt in algorithms.values() for c in by_dt.values() for curve in c])
         best = max(np.mean(values) for values in finals.values())
         dts = sorted({dt for _, dt in finals}, reverse=True)
-        lines += [f"**{env_id}**: final scaled return (the last {last} evaluations; mean ± std over seeds)", ""]
+        heading = f"**{env_id}**: final scaled return (the last {last} evaluations; mean over seeds [95% interval])"
+        lines += [heading, ""]
         lines += ["| algorithm | " + " | ".join(f"dt {dt:g}" for dt in dts) + " | worst / best dt | worst dt score |"]
         lines += ["|---" * (len(dts) + 3) + "|"]
         for algorithm in sorted(algorithms, key=lambda name: name != "DAU"):
@@ -118,13 +155,26 @@ def robustness_table(runs, last):
                 if values is None:
                     cells.append("—")
                     continue
-                spread = np.std(values, ddof=1) if len(values) > 1 else 0.0  # the sample std over seeds
-                cells.append(f"{np.mean(values):.1f} ± {spread:.1f} (n={len(values)})")
+                cells.append(f"{np.mean(values):.1f}{bracket(interval((values,), np.mean), '.1f')} (n={len(values)})")
                 scores.append((np.mean(values) - untrained) / (best - untrained))
             # Below untrained counts as nothing learned (score 0); with no dt above it, there is no ratio to give.
-            learned = best > untrained and max(scores) > 0
-            ratio = f"{max(min(scores), 0) / max(scores):.2f}" if learned else "—"
-            lines.append(f"| {algorithm} | " + " | ".join(cells) + f" | {ratio} | {min(scores):.2f} |")
+            per_dt = [finals[algorithm, dt] for dt in dts if (algorithm, dt) in finals]
+            ratio = robustness_ratio(*per_dt, untrained=untrained) if best > untrained else None
+            if ratio is not None:
+                resampled = functools.partial(robustness_ratio, untrained=untrained)
+                ratio_interval = interval(per_dt, lambda *values, ratio_of=resampled: ratio_of(*values) or 0.0)
+                ratio = f"{ratio:.2f}{bracket(ratio_interval, '.2f')}"
+            lines.append(f"| {algorithm} | " + " | ".join(cells) + f" | {ratio or '—'} | {min(scores):.2f} |")
+        for baseline in sorted(algorithm for algorithm in algorithms if algorithm != "DAU" and "DAU" in algorithms):
+            cells = []
+            for dt in dts:
+                if ("DAU", dt) not in finals or (baseline, dt) not in finals:
+                    cells.append("—")
+                    continue
+                pair = (finals["DAU", dt], finals[baseline, dt])
+                estimate = probability_of_improvement(*pair)
+                cells.append(f"{estimate:.2f}{bracket(interval(pair, probability_of_improvement), '.2f')}")
+            lines.append(f"| P(DAU > {baseline}) | " + " | ".join(cells) + " | | |")
         lines += ["", f"Untrained (physical time 0): {untrained:.1f}; best final mean: {best:.1f}.", ""]
         lines += [
             "Wall time (minutes): "
@@ -135,6 +185,11 @@ def robustness_table(runs, last):
             "",
         ]
     return "\n".join(lines)
+
+
+def bracket(bounds, spec):
+    """ " [low, high]", or nothing without an interval."""
+    return f" [{bounds[0]:{spec}}, {bounds[1]:{spec}}]" if bounds else ""
 
 
 def wall_times(algorithm, by_dt):

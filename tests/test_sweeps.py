@@ -250,17 +250,37 @@ def test_the_robustness_table_and_figure(tmp_path):
     table = plot.robustness_table(runs, last=2).splitlines()
     # Finals (last 2 evaluations): DAU -150 / -130 at dt 0.01, -160 / -140 at 0.001; DDPG -300 / -290 and
     # -1000 / -990. Untrained -1400, best -140. Scores: (final + 1400) / 1260.
-    assert table[4] == "| DAU | -140.0 ± 14.1 (n=2) | -150.0 ± 14.1 (n=2) | 0.99 | 0.99 |"
+    # Intervals: a bootstrap of two runs draws both of one (1/4 each) or one of each (1/2), so a mean's 95%
+    # interval is the two runs' range. The ratio (worst mean + 1400) / (best mean + 1400), each dt resampled on
+    # its own: DAU's lowest is 1240 / 1270 (dt 0.01's best draw, dt 0.001's worst: 1/16 > 2.5%), its highest 1
+    # (1/4); DDPG's 400 / 1110 and 410 / 1100 (1/16 each).
+    assert (
+        table[4] == "| DAU | -140.0 [-150.0, -130.0] (n=2) | -150.0 [-160.0, -140.0] (n=2) | 0.99 [0.98, 1.00] | 0.99 |"
+    )
     ddpg_ratio, ddpg_worst = (-995 + 1400) / (-295 + 1400), (-995 + 1400) / 1260
-    ddpg_cells = "| DDPG (unscaled) | -295.0 ± 7.1 (n=2) | -995.0 ± 7.1 (n=2) |"
-    assert table[5] == f"{ddpg_cells} {ddpg_ratio:.2f} | {ddpg_worst:.2f} |"
+    ddpg_cells = "| DDPG (unscaled) | -295.0 [-300.0, -290.0] (n=2) | -995.0 [-1000.0, -990.0] (n=2) |"
+    assert table[5] == f"{ddpg_cells} {ddpg_ratio:.2f} [{400 / 1110:.2f}, {410 / 1100:.2f}] | {ddpg_worst:.2f} |"
     assert round(ddpg_ratio, 2) != round(ddpg_worst, 2)
+    assert table[6] == "| P(DAU > DDPG (unscaled)) | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] | | |"
     # Wall time: DAU 2 x 1 min at dt 0.01, 11 and 13 min at 0.001; DDPG 4 runs of 1 min.
     assert table[-1] == "Wall time (minutes): DAU 26 in all, per run 1.0 at dt 0.01, 12.0 at dt 0.001; " \
                         "DDPG (unscaled) 4 in all, per run 1.0 at dt 0.01, 1.0 at dt 0.001"  # fmt: skip
     out = tmp_path / "figures" / "curves.png"
     plot.plot(runs, out)
     assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_probability_of_improvement_counts_pairs_of_runs_and_ties_as_half():
+    """Agarwal et al.'s P(X > Y): DAU runs 1, 2, 3 against baseline runs 2, 2, 0: 1 beats one of three, 2 ties
+    two and beats one, 3 beats all: (1 + 2 + 3) / 9. Its interval: DAU's and the baseline's runs resampled
+    apart; all DAU runs above all baseline runs leave no doubt."""
+    import plot
+
+    assert plot.probability_of_improvement([1.0, 2.0, 3.0], [2.0, 2.0, 0.0]) == pytest.approx(6 / 9)
+    low, high = plot.interval(([1.0, 2.0, 3.0], [2.0, 2.0, 0.0]), plot.probability_of_improvement)
+    assert 0 <= low < 6 / 9 < high <= 1
+    assert plot.interval(([5.0, 6.0], [1.0, 2.0]), plot.probability_of_improvement) == (1.0, 1.0)
+    assert plot.interval(([5.0], [1.0, 2.0]), plot.probability_of_improvement) is None  # one run: no interval
 
 
 def test_the_robustness_ratio_when_a_dt_or_every_dt_ends_below_untrained(tmp_path):
