@@ -34,6 +34,7 @@ from dt_wrappers import (
     Preemption,
     check_disk,
     check_dt,
+    claim_run_dir,
     env_settings,
     env_state,
     library_versions,
@@ -413,6 +414,10 @@ if __name__ == "__main__":
 
     run_dir = args.resume or os.path.join("runs", run_name)
     os.makedirs(run_dir, exist_ok=True)
+    try:
+        run_lock = claim_run_dir(run_dir)  # held until the process ends: no second process writes this run
+    except ValueError as error:
+        sys.exit(f"error: {error}")
     if resumed:  # drop what was logged after the checkpoint: the resumed run logs it again
         with open(os.path.join(run_dir, "evals.csv"), "r+b") as file:
             file.truncate(resumed["evals_csv_bytes"])

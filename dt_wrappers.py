@@ -41,6 +41,7 @@ resumed run may change, and SIGTERM.
 """
 
 import dataclasses
+import fcntl
 import importlib.metadata
 import math
 import os
@@ -491,6 +492,24 @@ def parse_args(args_class, description, script):
         sys.exit(f"error: --total-time {args.total_time:g} is shorter than the run's {original.total_time:g} s: a "
                  "resumed run goes on to its own --total-time or to a larger one")  # fmt: skip
     return args, checkpoint
+
+
+def claim_run_dir(run_dir):
+    """Hold runs/<run_name> for this process while it lives (an OS lock, released however the process ends): a
+    second process for the same folder, such as a --resume of a run still going, gets a ValueError."""
+    lock = open(os.path.join(run_dir, "running.lock"), "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        raise ValueError(f"{run_dir} is in use by another process (pid {lock.read().strip() or '?'}): wait for it to "
+                         "stop, or stop it (SIGTERM saves a checkpoint)") from None  # fmt: skip
+    except OSError:  # a file system without locks: nothing to hold
+        return lock
+    lock.truncate(0)
+    lock.write(str(os.getpid()))
+    lock.flush()
+    return lock
 
 
 def check_disk(folder, checkpoint_bytes):

@@ -296,3 +296,22 @@ def test_the_state_round_trip_covers_every_generator(tmp_path):
     torch.manual_seed(2)
     set_random_state(torch.load(tmp_path / "state.pt", weights_only=True))
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == first
+
+
+def test_a_run_still_going_cannot_be_resumed_by_a_second_process(tmp_path):
+    """Two executors over one runs/ folder, or a job requeued while the old one still stops: the second process
+    is refused (the first holds an OS lock on its folder while it lives) and the first runs on unharmed."""
+    args = ["--env-id", "CartPole-v1", "--dt", "0.01", "--total-time", "4000", *TINY[:-2], "--eval-every", "2000"]
+    first = subprocess.Popen([sys.executable, str(ROOT / "dqn_baseline.py"), *args, "--checkpoint-every", "2"],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(tmp_path.glob(f"runs/*/{CHECKPOINT}")):
+        time.sleep(0.05)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    second = run_script("dqn_baseline.py", "--resume", str(run_dir), cwd=tmp_path, check=False, timeout=120)
+    assert second.returncode != 0 and f"{run_dir} is in use by another process (pid {first.pid})" in second.stderr
+    assert first.poll() is None  # still going
+    first.send_signal(signal.SIGTERM)
+    _, stderr = first.communicate(timeout=120)
+    assert first.returncode == 0, stderr[-2000:]
+    assert json.loads((run_dir / "run.json").read_text())["stopped_by"] == "SIGTERM"
