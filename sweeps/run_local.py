@@ -304,7 +304,9 @@ def main(options):
         with open(log_path, "ab" if folder else "wb") as log:  # a resumed run's log goes on
             log_start = log.tell()
             with lock:
-                if stopping.is_set():
+                if stopping.is_set():  # the deadline or Ctrl-C came while this run was about to start
+                    skipped.append(name)
+                    progress.advance(task)
                     return
                 process = subprocess.Popen(
                     command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
