@@ -268,14 +268,23 @@ class ReplayBuffer:
             field[: self.size] = saved.to(field.device)
 
 
-TRAINING_STATS = ("losses/td", "values/v", "values/abs_advantage")  # what update() returns
+# What update() returns, per gradient step: the TD loss mean(td^2), mean V, mean |A|, the terminal transitions' part
+# of the TD loss mean(d td^2), and the share of terminal transitions d in the batch.
+TRAINING_STATS = ("losses/td", "values/v", "values/abs_advantage", "losses/td_terminal", "batch/terminal_share")
+# Per round: how often the OU noise changed the greedy action, terminations per physical second of interaction,
+# and RMSprop's denominators, sqrt of its running mean of squared gradients over each network's parameters.
+ROUND_STATS = ("exploration/changed_action", "training/failures_per_second", "optimizer/grad_rms_value",
+               "optimizer/grad_rms_advantage")  # fmt: skip
+# runs/<run_name>/diagnostics.csv, every --eval-every / 10 physical seconds: the means over the rounds since the
+# last row, and the terminal transitions' share of the squared TD error (losses/td_terminal / losses/td).
+DIAGNOSTICS = (*TRAINING_STATS, *ROUND_STATS, "batch/terminal_td_share")
 # The training loop's bookkeeping, as a checkpoint keeps it.
 COUNTERS = ("physical_time", "env_steps", "updates", "next_eval", "next_log", "last_eval", "next_checkpoint",
             "eval_seconds", "wall_time")  # fmt: skip
 
 
 def update(batch, value, advantage, optimizer, dt, gamma):
-    """One gradient step of Alg. 1 (discrete DAU). Returns (TD loss, mean V, mean |A|), no host sync."""
+    """One gradient step of Alg. 1 (discrete DAU). Returns TRAINING_STATS, no host sync."""
     obs, action, reward, terminated, next_obs = batch
     advantages = advantage(obs)
     state_value = value(obs)
@@ -290,7 +299,15 @@ def update(batch, value, advantage, optimizer, dt, gamma):
     optimizer.zero_grad()
     critic_objective.backward()
     optimizer.step()  # theta and psi both updated from the same batch and parameters
-    return torch.stack([(td**2).mean(), state_value.mean(), advantage_taken.abs().mean()]).detach()
+    return torch.stack([(td**2).mean(), state_value.mean(), advantage_taken.abs().mean(), (terminated * td**2).mean(),
+                        terminated.mean()]).detach()  # fmt: skip
+
+
+def gradient_rms(optimizer, network):
+    """sqrt of RMSprop's running mean of squared gradients, over all of a network's parameters."""
+    squares = [optimizer.state[parameter]["square_avg"].flatten() for parameter in network.parameters()
+               if parameter in optimizer.state]  # fmt: skip
+    return torch.cat(squares).mean().sqrt() if squares else torch.zeros((), device=next(network.parameters()).device)
 
 
 def explore(values, noise, exploration, epsilon):
@@ -423,6 +440,16 @@ if __name__ == "__main__":
     evals_csv = csv.writer(evals_file)
     if not resumed:
         evals_csv.writerow(["physical_time", "env_steps", "updates", "wall_time", "scaled_return"])
+    diagnostics_path = os.path.join(run_dir, "diagnostics.csv")
+    window, window_rounds = torch.zeros(len(DIAGNOSTICS) - 1, dtype=torch.float64), 0  # sums since the last row
+    if resumed and "diagnostics" in resumed:  # (a checkpoint older than diagnostics.csv: a new file from here)
+        with open(diagnostics_path, "r+b") as file:
+            file.truncate(resumed["diagnostics"]["csv_bytes"])
+        window, window_rounds = resumed["diagnostics"]["window"], resumed["diagnostics"]["rounds"]
+    diagnostics_file = open(diagnostics_path, "a", newline="")
+    diagnostics_csv = csv.writer(diagnostics_file)
+    if diagnostics_file.tell() == 0:
+        diagnostics_csv.writerow(["physical_time", "env_steps", "updates", *DIAGNOSTICS])
     round_time = args.num_envs * args.steps_per_round * dt  # physical seconds of interaction per round
     num_rounds = int(args.total_time / round_time + 1e-9)
     physical_time, env_steps, updates, next_eval, next_log, last_eval = 0.0, 0, 0, 0.0, 0.0, float("nan")
@@ -450,7 +477,9 @@ if __name__ == "__main__":
                  "optimizer": optimizer.state_dict(), "replay": buffer.state_dict(), "noise": noise.z,
                  "envs": [env_state(env) for env in envs.envs], "obs": torch.from_numpy(obs),
                  "eval_envs": [env_state(env) for env in eval_envs.envs], "random": random_state(),
-                 "evals_csv_bytes": evals_file.tell()}  # evals.csv up to here  # fmt: skip
+                 "evals_csv_bytes": evals_file.tell(),  # evals.csv and diagnostics.csv up to here
+                 "diagnostics": {"csv_bytes": diagnostics_file.tell(), "window": window,
+                                 "rounds": window_rounds}}  # fmt: skip
         if args.capture_video:
             state["videos"] = {"evaluations": videos.evaluations, "env": env_state(videos.env)}
         save_checkpoint(state, os.path.join(run_dir, CHECKPOINT))
@@ -510,13 +539,18 @@ if __name__ == "__main__":
                     save_model(os.path.join(run_dir, "checkpoints", f"{physical_time:.1f}s.pt"))
                     next_checkpoint += args.checkpoint_every
                     save_state()
+                changed_action, failures = torch.zeros((), device=device), 0  # this round's, for diagnostics.csv
                 for _ in range(args.steps_per_round):  # Alg. lines "for j = 1, nb_steps"
                     obs_tensor = torch.as_tensor(obs, dtype=torch.float32, device=device)
                     if args.normalize_obs:
                         normalizer.update(obs_tensor)
                     with torch.no_grad():  # a = argmax_a (A(s, a) + z[a]) (Sec. 4.2)
-                        action = explore(advantage(obs_tensor), noise, args.exploration, args.epsilon).cpu().numpy()
+                        advantages = advantage(obs_tensor)
+                        action = explore(advantages, noise, args.exploration, args.epsilon)
+                        changed_action += (action != advantages.argmax(-1)).float().mean()
+                        action = action.cpu().numpy()
                     next_obs, reward, terminated, real_next_obs = env_step(envs, action)
+                    failures += int(terminated.sum())
                     buffer.add(obs, action, reward, terminated, real_next_obs)
                     obs = next_obs
                 physical_time += round_time
@@ -532,11 +566,22 @@ if __name__ == "__main__":
                 updates += args.updates_per_round
                 sps = env_steps / (time.time() - start)
                 progress.update(task, completed=physical_time, last_eval=last_eval, sps=sps)
-                if args.track and physical_time >= next_log:
-                    training = dict(zip(TRAINING_STATS, stats.mean(0).tolist(), strict=True))
-                    updates_per_second = updates / (time.time() - start)
-                    wandb.log({"physical_time": physical_time, **training, "charts/SPS": sps,
-                               "charts/updates_per_second": updates_per_second})  # fmt: skip
+                round_stats = [changed_action / args.steps_per_round,
+                               torch.tensor(failures / round_time, device=device),
+                               gradient_rms(optimizer, value), gradient_rms(optimizer, advantage)]  # fmt: skip
+                window += torch.cat([stats.mean(0), torch.stack(round_stats).cpu()])
+                window_rounds += 1
+                if physical_time >= next_log:  # diagnostics.csv and W&B: the means over the rounds since the last log
+                    means = (window / window_rounds).tolist()
+                    diagnostics = dict(zip(DIAGNOSTICS, [*means, means[3] / means[0]], strict=True))
+                    diagnostics_csv.writerow([f"{physical_time:.6f}", env_steps, updates,
+                                              *(f"{mean:.6g}" for mean in diagnostics.values())])  # fmt: skip
+                    diagnostics_file.flush()
+                    window, window_rounds = torch.zeros_like(window), 0
+                    if args.track:
+                        updates_per_second = updates / (time.time() - start)
+                        wandb.log({"physical_time": physical_time, **diagnostics, "charts/SPS": sps,
+                                   "charts/updates_per_second": updates_per_second})  # fmt: skip
                     next_log += args.eval_every / 10
                 if preemption.requested:
                     break
@@ -556,6 +601,7 @@ if __name__ == "__main__":
         except KeyboardInterrupt:
             progress.console.print("interrupted: keeping what was logged")
     evals_file.close()
+    diagnostics_file.close()
     if args.save_model:
         save_model(os.path.join(run_dir, "model.pt"), final_eval_envs)
     wall_time = time.time() - start

@@ -273,14 +273,24 @@ class ReplayBuffer:
             field[: self.size] = saved.to(field.device)
 
 
-TRAINING_STATS = ("losses/td", "values/q", "values/action_gap")  # what update() returns
+# What update() returns, per gradient step: the TD loss mean(td^2), mean Q, mean |Q(s, a) - Q(s, pi(s))|,
+# the terminal transitions' part of the TD loss mean(d td^2), and the share of terminal transitions d in the batch.
+TRAINING_STATS = ("losses/td", "values/q", "values/action_gap", "losses/td_terminal", "batch/terminal_share")
+# Per round: the mean size of the exploration noise |a - pi(s)| against the policy's |pi(s)|, terminations per
+# physical second of interaction, and RMSprop's denominators, sqrt of its running mean of squared gradients over
+# each network's parameters.
+ROUND_STATS = ("exploration/noise_size", "exploration/action_size", "training/failures_per_second",
+               "optimizer/grad_rms_qf", "optimizer/grad_rms_actor")  # fmt: skip
+# runs/<run_name>/diagnostics.csv, every --eval-every / 10 physical seconds: the means over the rounds since the
+# last row, and the terminal transitions' share of the squared TD error (losses/td_terminal / losses/td).
+DIAGNOSTICS = (*TRAINING_STATS, *ROUND_STATS, "batch/terminal_td_share")
 # The training loop's bookkeeping, as a checkpoint keeps it.
 COUNTERS = ("physical_time", "env_steps", "updates", "next_eval", "next_log", "last_eval", "next_checkpoint",
             "eval_seconds", "wall_time")  # fmt: skip
 
 
 def update(batch, qf, target_qf, actor, target_actor, optimizer, dt, gamma, reward_scale, tau):
-    """One gradient step of Alg. "DDPG". Returns (TD loss, mean Q, mean |Q(s,a) - Q(s,pi(s))|), no host sync."""
+    """One gradient step of Alg. "DDPG". Returns TRAINING_STATS, no host sync."""
     obs, action, reward, terminated, next_obs = batch
     q = qf(obs, action)  # Q^i = Q_psi(s, a)
     policy_q = qf(obs, actor(obs))  # Q(s, pi(s))
@@ -297,7 +307,15 @@ def update(batch, qf, target_qf, actor, target_actor, optimizer, dt, gamma, rewa
     with torch.no_grad():  # psi' <- tau psi' + (1 - tau) psi, phi' likewise, after every gradient step
         for network, target_network in ((qf, target_qf), (actor, target_actor)):
             torch._foreach_lerp_(list(target_network.parameters()), list(network.parameters()), 1 - tau)
-    return torch.stack([(td**2).mean(), q.mean(), (q - policy_q).abs().mean()]).detach()
+    return torch.stack([(td**2).mean(), q.mean(), (q - policy_q).abs().mean(), (terminated * td**2).mean(),
+                        terminated.mean()]).detach()  # fmt: skip
+
+
+def gradient_rms(optimizer, network):
+    """sqrt of RMSprop's running mean of squared gradients, over all of a network's parameters."""
+    squares = [optimizer.state[parameter]["square_avg"].flatten() for parameter in network.parameters()
+               if parameter in optimizer.state]  # fmt: skip
+    return torch.cat(squares).mean().sqrt() if squares else torch.zeros((), device=next(network.parameters()).device)
 
 
 def env_step(envs, action, action_low, action_high):
@@ -426,6 +444,16 @@ if __name__ == "__main__":
     evals_csv = csv.writer(evals_file)
     if not resumed:
         evals_csv.writerow(["physical_time", "env_steps", "updates", "wall_time", "scaled_return"])
+    diagnostics_path = os.path.join(run_dir, "diagnostics.csv")
+    window, window_rounds = torch.zeros(len(DIAGNOSTICS) - 1, dtype=torch.float64), 0  # sums since the last row
+    if resumed and "diagnostics" in resumed:  # (a checkpoint older than diagnostics.csv: a new file from here)
+        with open(diagnostics_path, "r+b") as file:
+            file.truncate(resumed["diagnostics"]["csv_bytes"])
+        window, window_rounds = resumed["diagnostics"]["window"], resumed["diagnostics"]["rounds"]
+    diagnostics_file = open(diagnostics_path, "a", newline="")
+    diagnostics_csv = csv.writer(diagnostics_file)
+    if diagnostics_file.tell() == 0:
+        diagnostics_csv.writerow(["physical_time", "env_steps", "updates", *DIAGNOSTICS])
     round_time = args.num_envs * args.steps_per_round * dt  # physical seconds of interaction per round
     num_rounds = int(args.total_time / round_time + 1e-9)
     physical_time, env_steps, updates, next_eval, next_log, last_eval = 0.0, 0, 0, 0.0, 0.0, float("nan")
@@ -453,7 +481,9 @@ if __name__ == "__main__":
                  "optimizer": optimizer.state_dict(), "replay": buffer.state_dict(), "noise": noise.z,
                  "envs": [env_state(env) for env in envs.envs], "obs": torch.from_numpy(obs),
                  "eval_envs": [env_state(env) for env in eval_envs.envs], "random": random_state(),
-                 "evals_csv_bytes": evals_file.tell()}  # evals.csv up to here  # fmt: skip
+                 "evals_csv_bytes": evals_file.tell(),  # evals.csv and diagnostics.csv up to here
+                 "diagnostics": {"csv_bytes": diagnostics_file.tell(), "window": window,
+                                 "rounds": window_rounds}}  # fmt: skip
         if args.capture_video:
             state["videos"] = {"evaluations": videos.evaluations, "env": env_state(videos.env)}
         save_checkpoint(state, os.path.join(run_dir, CHECKPOINT))
@@ -513,13 +543,19 @@ if __name__ == "__main__":
                     save_model(os.path.join(run_dir, "checkpoints", f"{physical_time:.1f}s.pt"))
                     next_checkpoint += args.checkpoint_every
                     save_state()
+                noise_size, action_size, failures = torch.zeros((), device=device), torch.zeros((), device=device), 0
                 for _ in range(args.steps_per_round):  # Alg. lines "for j = 1, nb_steps"
                     obs_tensor = torch.as_tensor(obs, dtype=torch.float32, device=device)
                     if args.normalize_obs:
                         normalizer.update(obs_tensor)
                     with torch.no_grad():  # a = clip(pi(s) + z), z the OU process (Sec. 4.2)
-                        action = (actor(obs_tensor) + noise.step()).clamp(-1, 1).cpu().numpy()
+                        policy_action = actor(obs_tensor)
+                        action = (policy_action + noise.step()).clamp(-1, 1)
+                        noise_size += (action - policy_action).abs().mean()
+                        action_size += policy_action.abs().mean()
+                        action = action.cpu().numpy()
                     next_obs, reward, terminated, real_next_obs = env_step(envs, action, action_low, action_high)
+                    failures += int(terminated.sum())
                     buffer.add(obs, action, reward, terminated, real_next_obs)
                     obs = next_obs
                 physical_time += round_time
@@ -536,11 +572,22 @@ if __name__ == "__main__":
                 updates += args.updates_per_round
                 sps = env_steps / (time.time() - start)
                 progress.update(task, completed=physical_time, last_eval=last_eval, sps=sps)
-                if args.track and physical_time >= next_log:
-                    training = dict(zip(TRAINING_STATS, stats.mean(0).tolist(), strict=True))
-                    updates_per_second = updates / (time.time() - start)
-                    wandb.log({"physical_time": physical_time, **training, "charts/SPS": sps,
-                               "charts/updates_per_second": updates_per_second})  # fmt: skip
+                round_stats = [noise_size / args.steps_per_round, action_size / args.steps_per_round,
+                               torch.tensor(failures / round_time, device=device),
+                               gradient_rms(optimizer, qf), gradient_rms(optimizer, actor)]  # fmt: skip
+                window += torch.cat([stats.mean(0), torch.stack(round_stats).cpu()])
+                window_rounds += 1
+                if physical_time >= next_log:  # diagnostics.csv and W&B: the means over the rounds since the last log
+                    means = (window / window_rounds).tolist()
+                    diagnostics = dict(zip(DIAGNOSTICS, [*means, means[3] / means[0]], strict=True))
+                    diagnostics_csv.writerow([f"{physical_time:.6f}", env_steps, updates,
+                                              *(f"{mean:.6g}" for mean in diagnostics.values())])  # fmt: skip
+                    diagnostics_file.flush()
+                    window, window_rounds = torch.zeros_like(window), 0
+                    if args.track:
+                        updates_per_second = updates / (time.time() - start)
+                        wandb.log({"physical_time": physical_time, **diagnostics, "charts/SPS": sps,
+                                   "charts/updates_per_second": updates_per_second})  # fmt: skip
                     next_log += args.eval_every / 10
                 if preemption.requested:
                     break
@@ -560,6 +607,7 @@ if __name__ == "__main__":
         except KeyboardInterrupt:
             progress.console.print("interrupted: keeping what was logged")
     evals_file.close()
+    diagnostics_file.close()
     if args.save_model:
         save_model(os.path.join(run_dir, "model.pt"), final_eval_envs)
     wall_time = time.time() - start

@@ -1,5 +1,6 @@
-"""Keep the small files of finished runs in git: copy each completed run's run.json and evals.csv
-from runs/ to a results folder, from which sweeps/plot.py redraws the figures and tables.
+"""Keep the small files of finished runs in git: copy each completed run's run.json, evals.csv and
+diagnostics.csv from runs/ to a results folder, from which sweeps/plot.py and sweeps/diagnostics.py redraw
+the figures and tables.
 
     python sweeps/collect.py --out docs/results
     python sweeps/plot.py --runs docs/results --env-ids Pendulum-v1 CartPole-v1 --out docs/figures/curves.png
@@ -32,8 +33,9 @@ def collect(runs, out):
             continue
         target = Path(out) / run_json.parent.name
         target.mkdir(parents=True)
-        for name in ("run.json", "evals.csv"):
-            shutil.copy2(run_json.parent / name, target / name)
+        for name in ("run.json", "evals.csv", "diagnostics.csv"):
+            if (run_json.parent / name).exists():  # (runs from before diagnostics.csv have none)
+                shutil.copy2(run_json.parent / name, target / name)
         copied.append(target.name)
     return copied
 

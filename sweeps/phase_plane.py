@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the scripts define the networks
-from plot import algorithm_name  # noqa: E402
+from plot import algorithm_name, save_figure  # noqa: E402
 
 import dau_continuous  # noqa: E402
 import ddpg_baseline  # noqa: E402
@@ -114,9 +114,7 @@ def main(options):
     what = "value V(s)" if options.show == "value" else "policy pi(s)"
     figure.suptitle(f"{options.env_id}: learned {what}, lighter = higher\nx: angle in [-pi, pi], y: angular velocity "
                     "in [-8, 8]", fontsize=9)  # fmt: skip
-    figure.tight_layout()
-    options.out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(options.out, dpi=90)
+    save_figure(figure, options.out, dpi=90)
     print(f"figure: {options.out}")
 
 

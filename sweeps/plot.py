@@ -71,18 +71,24 @@ def algorithm_name(run):
     return f"{BASELINES[run['script']]} ({'scaled' if run['args'].get('scaled') else 'unscaled'})"
 
 
-def load_runs(runs_dir, env_ids=()):
-    """{env_id: {algorithm: {dt: [Curve, one per seed]}}} of the finished runs; of
-    several runs with the same seed, the newest. Warns when a panel mixes budgets."""
+def finished_runs(runs_dir, env_ids=()):
+    """{(env_id, algorithm, dt, seed): (run folder, run.json)} of the finished runs; of several runs with the
+    same seed, the newest."""
     newest = {}
     for path in sorted(Path(runs_dir).glob("*/run.json"), key=lambda path: path.stat().st_mtime):
         run = json.loads(path.read_text())
         env_id = run["args"]["env_id"]
         if run.get("completed") and (not env_ids or env_id in env_ids):
             newest[env_id, algorithm_name(run), run["dt"], run["args"]["seed"]] = (path.parent, run)
+    return dict(sorted(newest.items()))
+
+
+def load_runs(runs_dir, env_ids=()):
+    """{env_id: {algorithm: {dt: [Curve, one per seed]}}} of the finished runs (finished_runs). Warns when a
+    panel mixes budgets."""
     runs = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     budgets = defaultdict(set)
-    for (env_id, algorithm, dt, _), (run_dir, run) in sorted(newest.items()):
+    for (env_id, algorithm, dt, _), (run_dir, run) in finished_runs(runs_dir, env_ids).items():
         with open(run_dir / "evals.csv") as file:
             rows = list(csv.DictReader(file))
         times = np.array([float(row["physical_time"]) for row in rows])
@@ -226,9 +232,14 @@ def plot(runs, out):
             ax.set_ylim(low, high)
         for ax in axes[row, len(algorithms) :]:
             ax.axis("off")
+    save_figure(figure, out)
+
+
+def save_figure(figure, out, dpi=110):
+    """Lay the figure out and write it to `out` (PNG), making its folder."""
     figure.tight_layout()
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=110)
+    figure.savefig(out, dpi=dpi)
 
 
 def main(options):

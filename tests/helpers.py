@@ -50,10 +50,23 @@ def start_and_signal(script, *args, cwd, signum, rows=3, env=None):
     return process.returncode, stdout, stderr
 
 
+def read_csv(path):
+    with open(path) as file:
+        return list(csv.DictReader(file))
+
+
 def read_evals(cwd):
     (evals,) = Path(cwd).glob("runs/*/evals.csv")
-    with open(evals) as file:
-        return list(csv.DictReader(file))
+    return read_csv(evals)
+
+
+def assert_batch_stats(module, stats, tds, terminated):
+    """update()'s returned TRAINING_STATS for a batch whose TD errors Q - Q~ are `tds`: the TD loss mean(td^2),
+    its terminal transitions' part mean(d td^2), and their share mean(d), as diagnostics.csv logs them."""
+    named, tds = dict(zip(module.TRAINING_STATS, stats.tolist(), strict=True)), torch.tensor(tds)
+    torch.testing.assert_close(named["losses/td"], (tds**2).mean().item(), rtol=1e-9, atol=0)
+    torch.testing.assert_close(named["losses/td_terminal"], (terminated * tds**2).mean().item(), rtol=1e-9, atol=0)
+    assert named["batch/terminal_share"] == terminated.mean().item() > 0
 
 
 def fixed_batch(obs_dim=3, action_dim=2, n=8, seed=0, num_actions=None):

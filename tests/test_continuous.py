@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from helpers import fixed_batch, flat, per_sample_gradient, read_evals, run_script
+from helpers import assert_batch_stats, fixed_batch, flat, per_sample_gradient, read_evals, run_script
 
 import dau_continuous as dau
 import ddpg_baseline as ddpg
@@ -28,7 +28,7 @@ def test_dau_update_applies_the_papers_deltas(dt, float64):
     batch = fixed_batch(obs_dim, action_dim)
     before = [copy.deepcopy(m) for m in (value, advantage, actor)]
     v0, a0, pi0 = before
-    expected_theta, expected_psi, expected_phi = 0, 0, 0
+    expected_theta, expected_psi, expected_phi, tds = 0, 0, 0, []
     for obs, action, reward, terminated, next_obs in zip(*batch, strict=True):
         with torch.no_grad():
             policy_action = pi0(obs[None])
@@ -36,12 +36,13 @@ def test_dau_update_applies_the_papers_deltas(dt, float64):
         advantage_taken = a0(obs[None], action[None]) - a0(obs[None], policy_action)
         q = v0(obs[None]) + dt * advantage_taken
         td = (q - target).item()
+        tds.append(td)
         expected_theta += td * per_sample_gradient(v0(obs[None]).sum(), list(v0.parameters())) / dt
         expected_psi += td * per_sample_gradient(advantage_taken.sum(), list(a0.parameters())) / dt
         expected_phi += per_sample_gradient(a0(obs[None], pi0(obs[None])).sum(), list(pi0.parameters()))
     n = len(batch[0])
     optimizer = torch.optim.SGD([*value.parameters(), *advantage.parameters(), *actor.parameters()], lr=1.0)
-    dau.update(batch, value, advantage, actor, optimizer, dt, gamma)
+    assert_batch_stats(dau, dau.update(batch, value, advantage, actor, optimizer, dt, gamma), tds, batch[3])
     torch.testing.assert_close(flat(v0) - flat(value), expected_theta / n, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(flat(a0) - flat(advantage), expected_psi / n, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(flat(actor) - flat(pi0), expected_phi / n, rtol=1e-9, atol=1e-12)
@@ -61,16 +62,18 @@ def test_ddpg_update_applies_the_papers_deltas(reward_scale, float64):
     )
     batch = fixed_batch(obs_dim, action_dim)
     q0, pi0, tq0, tpi0 = (copy.deepcopy(m) for m in (qf, actor, target_qf, target_actor))
-    expected_psi, expected_phi = 0, 0
+    expected_psi, expected_phi, tds = 0, 0, []
     for obs, action, reward, terminated, next_obs in zip(*batch, strict=True):
         with torch.no_grad():
             target = reward * reward_scale + (1 - terminated) * gamma**dt * tq0(next_obs[None], tpi0(next_obs[None]))
         q = q0(obs[None], action[None])
-        expected_psi += (q - target).item() * per_sample_gradient(q.sum(), list(q0.parameters()))
+        tds.append((q - target).item())
+        expected_psi += tds[-1] * per_sample_gradient(q.sum(), list(q0.parameters()))
         expected_phi += per_sample_gradient(q0(obs[None], pi0(obs[None])).sum(), list(pi0.parameters()))
     n = len(batch[0])
     optimizer = torch.optim.SGD([*qf.parameters(), *actor.parameters()], lr=1.0)
-    ddpg.update(batch, qf, target_qf, actor, target_actor, optimizer, dt, gamma, reward_scale, tau)
+    stats = ddpg.update(batch, qf, target_qf, actor, target_actor, optimizer, dt, gamma, reward_scale, tau)
+    assert_batch_stats(ddpg, stats, tds, batch[3])
     torch.testing.assert_close(flat(q0) - flat(qf), expected_psi / n, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(flat(actor) - flat(pi0), expected_phi / n, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(flat(target_qf), tau * flat(tq0) + (1 - tau) * flat(qf))
@@ -90,7 +93,7 @@ def test_advantage_of_the_policy_action_is_zero():
     batch = [obs, policy_action.detach(), zero, zero + 1, obs]
     with torch.no_grad():
         v = value(obs)
-    td_loss, mean_value, mean_abs_advantage = dau.update(
+    td_loss, mean_value, mean_abs_advantage, *_ = dau.update(
         batch, value, advantage, actor, torch.optim.SGD(value.parameters(), lr=0.0), 0.01, 0.8
     )
     assert mean_abs_advantage == 0 and td_loss == pytest.approx((v**2).mean().item(), rel=1e-5)

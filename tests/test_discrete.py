@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from helpers import fixed_batch, flat, per_sample_gradient, read_evals, run_script
+from helpers import TINY, assert_batch_stats, fixed_batch, flat, per_sample_gradient, read_csv, read_evals, run_script
 
 import dau_discrete as dau
 import dqn_baseline as dqn
@@ -23,19 +23,21 @@ def test_dau_update_applies_the_papers_deltas(dt, float64):
     value, advantage = dau.Value(4, 16, normalizer), dau.Advantage(4, 3, 16, normalizer)
     batch = fixed_batch(obs_dim=4, num_actions=3)
     v0, a0 = copy.deepcopy(value), copy.deepcopy(advantage)
-    expected_theta, expected_psi = 0, 0
+    expected_theta, expected_psi, tds = 0, 0, []
     for obs, action, reward, terminated, next_obs in zip(*batch, strict=True):
         with torch.no_grad():
             target = reward * dt + (1 - terminated) * gamma**dt * v0(next_obs[None])
         advantages = a0(obs[None])[0]
         advantage_taken = advantages[action.item()] - advantages.max()
         td = (v0(obs[None]) + dt * advantage_taken - target).item()
+        tds.append(td)
         expected_theta += td * per_sample_gradient(v0(obs[None]).sum(), list(v0.parameters())) / dt
         expected_psi += td * per_sample_gradient(advantage_taken, list(a0.parameters())) / dt
     n = len(batch[0])
-    dau.update(
+    stats = dau.update(
         batch, value, advantage, torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0), dt, gamma
     )
+    assert_batch_stats(dau, stats, tds, batch[3])
     torch.testing.assert_close(flat(v0) - flat(value), expected_theta / n, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(flat(a0) - flat(advantage), expected_psi / n, rtol=1e-9, atol=1e-12)
 
@@ -49,13 +51,15 @@ def test_dqn_update_applies_the_papers_deltas(reward_scale, float64):
     qf, target_qf = dqn.QNetwork(4, 3, 16, normalizer), dqn.QNetwork(4, 3, 16, normalizer)
     batch = fixed_batch(obs_dim=4, num_actions=3)
     q0, tq0 = copy.deepcopy(qf), copy.deepcopy(target_qf)
-    expected_psi = 0
+    expected_psi, tds = 0, []
     for obs, action, reward, terminated, next_obs in zip(*batch, strict=True):
         with torch.no_grad():
             target = reward * reward_scale + (1 - terminated) * gamma**dt * tq0(next_obs[None]).max()
         q = q0(obs[None])[0, action.item()]
-        expected_psi += (q - target).item() * per_sample_gradient(q, list(q0.parameters()))
-    dqn.update(batch, qf, target_qf, torch.optim.SGD(qf.parameters(), lr=1.0), dt, gamma, reward_scale, tau)
+        tds.append((q - target).item())
+        expected_psi += tds[-1] * per_sample_gradient(q, list(q0.parameters()))
+    stats = dqn.update(batch, qf, target_qf, torch.optim.SGD(qf.parameters(), lr=1.0), dt, gamma, reward_scale, tau)
+    assert_batch_stats(dqn, stats, tds, batch[3])
     torch.testing.assert_close(flat(q0) - flat(qf), expected_psi / len(batch[0]), rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(flat(target_qf), tau * flat(tq0) + (1 - tau) * flat(qf))
 
@@ -69,7 +73,9 @@ def test_advantage_is_max_normalised():
     greedy = advantage(obs).argmax(-1, keepdim=True).detach()
     zero = torch.zeros(64)
     frozen = torch.optim.SGD(value.parameters(), lr=0.0)
-    td_loss, _, mean_abs_advantage = dau.update([obs, greedy, zero, zero + 1, obs], value, advantage, frozen, 0.01, 0.8)
+    td_loss, _, mean_abs_advantage, *_ = dau.update(
+        [obs, greedy, zero, zero + 1, obs], value, advantage, frozen, 0.01, 0.8
+    )
     assert mean_abs_advantage == 0
     with torch.no_grad():
         assert td_loss.item() == pytest.approx((value(obs) ** 2).mean().item(), rel=1e-5)
@@ -176,3 +182,26 @@ def test_dau_learns_cartpole_at_dt_0_01(tmp_path):
     rows = read_evals(tmp_path)
     assert float(rows[0]["scaled_return"]) < 100  # it starts far from the goal...
     assert float(rows[-1]["scaled_return"]) >= 400  # ...and learns
+
+
+@pytest.mark.parametrize("module", [dau, dqn])
+def test_diagnostics_count_the_exploration_and_the_failures_of_the_run(module, tmp_path):
+    """diagnostics.csv, one row per round here: under uniformly random actions (epsilon 1) half of CartPole's
+    actions differ from the greedy one, under the greedy policy (epsilon 0) none do; the failures per physical
+    second, summed back over the rounds, are the terminated transitions in the replay memory, one for one."""
+    script = f"{module.__name__}.py"
+    args = ["--env-id", "CartPole-v1", *TINY, "--time-limit", "5", "--total-time", "16", "--checkpoint-every", "100"]
+    for epsilon, expected in (("1", 0.5), ("0", 0.0)):
+        cwd = tmp_path / epsilon
+        cwd.mkdir()
+        run_script(script, *args, "--exploration", "epsilon", "--epsilon", epsilon, cwd=cwd)
+        (run_dir,) = (cwd / "runs").glob("*__*")
+        rows = read_csv(run_dir / "diagnostics.csv")
+        assert list(rows[0]) == ["physical_time", "env_steps", "updates", *module.DIAGNOSTICS]
+        round_time = 4 * 10 * 0.02  # 4 envs x 10 steps at CartPole's native dt: one row per round
+        assert [float(row["physical_time"]) for row in rows] == pytest.approx(round_time * np.arange(1, 21))
+        changed = np.mean([float(row["exploration/changed_action"]) for row in rows])
+        assert changed == pytest.approx(expected, abs=0.06)  # 800 actions: the std of the share is 0.018
+        replay = torch.load(run_dir / "checkpoint.pt", weights_only=True)["replay"]
+        failures = sum(float(row["training/failures_per_second"]) * round_time for row in rows)
+        assert failures == pytest.approx(replay["fields"][3].sum().item()) and failures > 10

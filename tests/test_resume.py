@@ -1,5 +1,6 @@
 """Checkpoints and --resume through the scripts' command line: a run stopped by SIGTERM, killed, or extended
-goes on to the same evals.csv as the run never stopped; what cannot be resumed is refused, before any work."""
+goes on to the same evals.csv and diagnostics.csv as the run never stopped; what cannot be resumed is refused,
+before any work."""
 
 import json
 import math
@@ -18,11 +19,12 @@ from dt_wrappers import CHECKPOINT, save_checkpoint
 # script, env, other arguments: Pendulum and CartPole with each script, one MuJoCo env. The baselines with
 # --tau 0.5 (their default there is 0: the targets would be the networks themselves, and a resume that lost them
 # would pass). At dt 0.01 a TINY round is 0.4 physical s; 100 rounds, so that a signal sent after the second
-# evaluation lands mid-run.
+# evaluation lands mid-run. diagnostics.csv has a row every --eval-every / 10 s: every round with TINY's 1 s, every
+# third round with 12 s (CartPole DAU), so that the rounds since the last row are part of the saved state.
 CASES = [
     ("dau_continuous.py", "Pendulum-v1", []),
     ("ddpg_baseline.py", "Pendulum-v1", ["--tau", "0.5"]),
-    ("dau_discrete.py", "CartPole-v1", []),
+    ("dau_discrete.py", "CartPole-v1", ["--eval-every", "12"]),
     ("dqn_baseline.py", "CartPole-v1", ["--tau", "0.5"]),
     ("dau_continuous.py", "HalfCheetah-v4", []),
 ]
@@ -32,6 +34,12 @@ LONG = ["--dt", "0.01", "--total-time", "40", *TINY]
 def numbers(rows):
     """evals.csv without its wall-time column."""
     return [(row["physical_time"], row["env_steps"], row["updates"], row["scaled_return"]) for row in rows]
+
+
+def logged(cwd):
+    """What a run logged, wall times aside: evals.csv's numbers, and diagnostics.csv whole."""
+    (diagnostics,) = (cwd / "runs").glob("*__*/diagnostics.csv")
+    return numbers(read_evals(cwd)), diagnostics.read_text()
 
 
 def the_run(cwd):
@@ -49,7 +57,7 @@ def uninterrupted(tmp_path_factory):
         if key not in cache:
             cwd = tmp_path_factory.mktemp("uninterrupted")
             run_script(script, "--env-id", env_id, *LONG, *extra, cwd=cwd)
-            cache[key] = numbers(read_evals(cwd))
+            cache[key] = logged(cwd)
         return cache[key]
 
     return get
@@ -59,7 +67,8 @@ def uninterrupted(tmp_path_factory):
 def test_a_run_stopped_by_sigterm_resumes_to_the_same_evals(script, env_id, other, uninterrupted, tmp_path):
     """SIGTERM mid-run (as Slurm, a spot machine or `wandb agent` stop a job): the run saves its state at the end
     of the round and exits cleanly; --resume goes on in the same folder, and the evals.csv is the one of the run
-    never stopped, value for value (with --checkpoint-every every 2 physical s, which must change nothing)."""
+    never stopped, value for value, and so is its diagnostics.csv (with --checkpoint-every every 2 physical s,
+    which must change nothing)."""
     returncode, stdout, stderr = start_and_signal(
         script, "--env-id", env_id, *LONG, *other, "--checkpoint-every", "2", cwd=tmp_path, signum=signal.SIGTERM
     )
@@ -70,7 +79,7 @@ def test_a_run_stopped_by_sigterm_resumes_to_the_same_evals(script, env_id, othe
     assert stopped["checkpoint"] == f"runs/{run_dir.name}/{CHECKPOINT}" and (run_dir / CHECKPOINT).is_file()
     assert 0 < stopped["physical_time"] < 40  # it stopped mid-run
     run_script(script, "--resume", f"runs/{run_dir.name}", cwd=tmp_path)
-    assert the_run(tmp_path)[1]["completed"] and numbers(read_evals(tmp_path)) == uninterrupted(script, env_id, *other)
+    assert the_run(tmp_path)[1]["completed"] and logged(tmp_path) == uninterrupted(script, env_id, *other)
 
 
 def test_a_killed_run_resumes_from_its_last_checkpoint_and_drops_what_it_logged_after(uninterrupted, tmp_path):
@@ -86,8 +95,8 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_and_drops_what_it_logged_
     assert returncode == -signal.SIGKILL
     run_dir, _ = the_run(tmp_path)
     saved = torch.load(run_dir / CHECKPOINT, weights_only=True)
-    logged = read_evals(tmp_path)
-    assert 4 <= saved["counters"]["physical_time"] < float(logged[-1]["physical_time"])  # logged after it
+    evals = read_evals(tmp_path)
+    assert 4 <= saved["counters"]["physical_time"] < float(evals[-1]["physical_time"])  # logged after it
     returncode, stdout, _ = start_and_signal(
         "dau_discrete.py", "--resume", str(run_dir), cwd=tmp_path, signum=signal.SIGTERM, rows=10
     )
@@ -96,23 +105,25 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_and_drops_what_it_logged_
     reference = tmp_path / "reference"
     reference.mkdir()
     run_script("dau_discrete.py", *args, cwd=reference)
-    assert numbers(read_evals(tmp_path)) == numbers(read_evals(reference))
+    assert logged(tmp_path) == logged(reference)
 
 
 def test_a_finished_run_with_checkpoints_extends_to_a_longer_budget(uninterrupted, tmp_path):
     """--checkpoint-every keeps the state before the final evaluation; --resume with a larger --total-time goes on
     from it (the replay memory, sized by the budget, grows with its rows in place) as if the run had been given
-    the longer budget from the start. A shorter budget is refused."""
-    short = ["--env-id", "Pendulum-v1", "--dt", "0.01", "--total-time", "16", *TINY, "--checkpoint-every", "4"]
-    run_script("dau_continuous.py", *short, cwd=tmp_path)
+    the longer budget from the start. A shorter budget is refused. (diagnostics.csv every 3 rounds: the state at
+    16 s holds the round since its last row, which the extended run's next row includes.)"""
+    short = ["--env-id", "Pendulum-v1", "--dt", "0.01", "--total-time", "16", *TINY, "--eval-every", "12"]
+    run_script("dau_continuous.py", *short, "--checkpoint-every", "4", cwd=tmp_path)
     run_dir, first = the_run(tmp_path)
     assert first["completed"] and first["checkpoint"] and first["physical_time"] == pytest.approx(16)
+    assert torch.load(run_dir / CHECKPOINT, weights_only=True)["diagnostics"]["rounds"] > 0
     refused = run_script("dau_continuous.py", "--resume", str(run_dir), "--total-time", "8", cwd=tmp_path, check=False)
     assert refused.returncode != 0 and "shorter than the run's 16" in refused.stderr
     run_script("dau_continuous.py", "--resume", str(run_dir), "--total-time", "40", cwd=tmp_path)
     extended = the_run(tmp_path)[1]
     assert extended["completed"] and extended["args"]["total_time"] == 40
-    assert numbers(read_evals(tmp_path)) == uninterrupted("dau_continuous.py", "Pendulum-v1")
+    assert logged(tmp_path) == uninterrupted("dau_continuous.py", "Pendulum-v1", "--eval-every", "12")
 
 
 def test_the_checkpoint_holds_the_replay_memory_with_the_true_last_observation_at_a_truncation(tmp_path):

@@ -1,5 +1,6 @@
 """The sweep files and the local executor: valid grids, the agent's command runs, resumability."""
 
+import dataclasses
 import json
 import math
 import os
@@ -388,10 +389,38 @@ def test_collect_keeps_the_small_files_of_finished_runs_only(tmp_path):
     for seed in (1, 2):
         run_dir = write_run(tmp_path / "runs", "dau_continuous.py", 0.01, seed, [-1400, -200])
         (run_dir / "model.pt").write_bytes(b"weights")
+    (run_dir / "diagnostics.csv").write_text("physical_time,values/v\n1.0,-3.0\n")  # a run from before it has none
     unfinished = write_run(tmp_path / "runs", "dau_continuous.py", 0.01, 3, [-1400])
     (unfinished / "run.json").write_text(json.dumps({**json.loads((unfinished / "run.json").read_text()),
                                                      "completed": False}))  # fmt: skip
     assert len(collect.collect(tmp_path / "runs", tmp_path / "results")) == 2
-    assert sorted(path.name for path in (tmp_path / "results").glob("*/*")) == ["evals.csv"] * 2 + ["run.json"] * 2
+    copied = sorted(path.name for path in (tmp_path / "results").glob("*/*"))
+    assert copied == ["diagnostics.csv"] + ["evals.csv"] * 2 + ["run.json"] * 2
     assert collect.collect(tmp_path / "runs", tmp_path / "results") == []  # nothing new the second time
     assert len(plot.load_runs(tmp_path / "results")["Pendulum-v1"]["DAU"][0.01]) == 2  # the plots read them
+
+
+def test_the_diagnostics_figure(tmp_path):
+    """sweeps/diagnostics.py reads each run's diagnostics.csv (td_rate: sqrt(losses/td) / dt, per run) and draws
+    the columns asked for; runs without one, unknown columns and empty folders get a clear error."""
+    import diagnostics
+
+    for dt, seed in ((0.01, 1), (0.01, 2), (0.001, 1)):
+        run_dir = write_run(tmp_path / "runs", "dau_continuous.py", dt, seed, [-1400, -200])
+        td_loss = (2.0 * dt) ** 2  # a TD error of 2 per second at every dt
+        rows = ["physical_time,losses/td,values/v"] + [f"{t},{td_loss},{-seed * t}" for t in (15.0, 30.0, 45.0)]
+        (run_dir / "diagnostics.csv").write_text("\n".join(rows) + "\n")
+    write_run(tmp_path / "runs", "dau_continuous.py", 0.002, 1, [-1400, -200])  # from before diagnostics.csv
+    by_dt = diagnostics.load_diagnostics(tmp_path / "runs", "Pendulum-v1", "DAU")
+    assert sorted(by_dt) == [0.001, 0.01] and len(by_dt[0.01]) == 2
+    assert all(columns["td_rate"] == pytest.approx([2.0] * 3) for seeds in by_dt.values() for _, columns in seeds)
+    assert sorted(columns["values/v"][-1] for _, columns in by_dt[0.01]) == [-90.0, -45.0]
+    out = tmp_path / "figure.png"
+    options = diagnostics.Options(runs=(tmp_path / "runs",), env_id="Pendulum-v1", columns=("values/v", "td_rate"),
+                                  out=out)  # fmt: skip
+    diagnostics.main(options)
+    assert out.read_bytes().startswith(b"\x89PNG")
+    with pytest.raises(SystemExit, match="no column values/q in diagnostics.csv"):
+        diagnostics.main(dataclasses.replace(options, columns=("values/q",)))
+    with pytest.raises(SystemExit, match=r"no finished DDPG \(unscaled\) runs of Pendulum-v1"):
+        diagnostics.main(dataclasses.replace(options, algorithm="DDPG (unscaled)"))
