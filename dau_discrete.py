@@ -47,6 +47,7 @@ from dt_wrappers import (
     save_checkpoint,
     set_env_state,
     set_random_state,
+    set_round_seconds,
     settings_help,
 )  # fmt: skip
 
@@ -98,6 +99,9 @@ class Args:
     """environment steps per round, in every env (paper: nb_steps)"""
     updates_per_round: int = 50
     """gradient steps per round (paper: nb_learn)"""
+    round_seconds: float | None = None
+    """physical seconds each env steps per round, at every dt (--steps-per-round becomes round(this / dt), with
+    updates_per_round / steps_per_round updates per step); None: --steps-per-round steps whatever dt (the paper's)"""
     batch_size: int = 256
     """transitions per gradient step (paper: N)"""
     buffer_time: float | None = None
@@ -127,6 +131,7 @@ def check_args(args, dt, obs_dim, action_dim):
     for name in ("num_envs", "num_eval_envs", "steps_per_round", "updates_per_round", "batch_size"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    set_round_seconds(args, dt)  # --round-seconds: the round's steps and updates from its physical length
     round_time = args.num_envs * args.steps_per_round * dt
     if not args.total_time >= round_time:
         raise ValueError(f"--total-time {args.total_time} s is shorter than one round ({round_time:g} s)")

@@ -337,6 +337,24 @@ def check_dt(dt):
         )
 
 
+def set_round_seconds(args, dt):
+    """--round-seconds: rounds of the same physical length at every dt. The paper's round is nb_steps = 10 steps
+    in each env whatever dt, 10 dt physical seconds, so the networks change every 0.1 s of each env's experience at
+    dt 0.01 and every 0.005 s at dt 0.0005. With --round-seconds T each env steps round(T / dt) times per round,
+    and the round has updates_per_round / steps_per_round gradient steps per env step, so that the updates per
+    physical second (and per transition) stay the paper's. Sets args.steps_per_round and args.updates_per_round;
+    leaves them as they are without the flag."""
+    if args.round_seconds is None or args.steps_per_round < 1:  # (check_args refuses steps_per_round < 1)
+        return
+    if not 0 < args.round_seconds < math.inf:
+        raise ValueError(f"--round-seconds must be positive and finite, got {args.round_seconds}")
+    steps = round(args.round_seconds / dt)
+    if steps < 1:
+        raise ValueError(f"--round-seconds {args.round_seconds:g} is shorter than one step (dt {dt:g} s)")
+    args.updates_per_round = max(1, round(args.updates_per_round * steps / args.steps_per_round))
+    args.steps_per_round = steps
+
+
 def make_env(env_id, dt=None, time_limit=None, seed=None, **make_kwargs):
     """Make `env_id` with a simulator step of `dt` seconds (None: native) and a
     physical `time_limit` in seconds (None: the native episode duration)."""

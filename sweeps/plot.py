@@ -13,7 +13,7 @@ final mean of any algorithm and dt for that environment (1: the best seen, 0: no
   every dt, however good; 0: some dt ends no better than untrained; "—": no dt ends better), with its
   interval (the seeds of each dt resampled on their own);
 - worst dt score: the score of its worst dt (1: every dt as good as the best seen).
-A last row per baseline gives, per dt, the probability that a DAU run ends above a baseline run
+A last row per baseline (or variant) gives, per dt, the probability that a DAU run ends above one of its runs
 (Agarwal et al., NeurIPS 2021: P(X > Y) + P(X = Y) / 2 over all pairs of runs), with its interval.
 Intervals are percentile bootstraps over runs (scipy.stats.bootstrap, 10,000 resamples, a fixed
 generator so that the tables redraw the same); a cell of one run has none.
@@ -65,10 +65,14 @@ class Curve(NamedTuple):
 
 
 def algorithm_name(run):
-    """DAU, or the baseline and its variant: DDPG (unscaled), DQN (scaled)..."""
-    if run["script"] not in BASELINES:
-        return "DAU"
-    return f"{BASELINES[run['script']]} ({'scaled' if run['args'].get('scaled') else 'unscaled'})"
+    """DAU, or the baseline and its variant: DDPG (unscaled), DQN (scaled)...; with --round-seconds T, followed
+    by ", rounds of T s"."""
+    name = "DAU"
+    if run["script"] in BASELINES:
+        name = f"{BASELINES[run['script']]} ({'scaled' if run['args'].get('scaled') else 'unscaled'})"
+    if run["args"].get("round_seconds"):
+        name += f", rounds of {run['args']['round_seconds']:g} s"
+    return name
 
 
 def finished_runs(runs_dir, env_ids=()):

@@ -436,3 +436,23 @@ def test_an_env_state_put_into_another_env_steps_and_resets_the_same(env_id, dt,
         assert stepped[1:4] == twin_stepped[1:4]
         assert ("episode" in stepped[4]) == ("episode" in twin_stepped[4])
     np.testing.assert_array_equal(env.reset()[0], twin.reset()[0])
+
+
+@pytest.mark.parametrize("dt,steps,updates", [(0.01, 10, 50), (0.002, 50, 250), (0.0005, 200, 1000), (0.003, 33, 165)])
+def test_round_seconds_gives_rounds_of_one_physical_length_and_the_papers_updates_per_second(dt, steps, updates):
+    """--round-seconds 0.1: each env steps round(0.1 / dt) times per round (the paper's 10 steps at dt 0.01),
+    with the paper's 5 updates per step; without it, the arguments stay as they are."""
+    from types import SimpleNamespace
+
+    from dt_wrappers import set_round_seconds
+
+    args = SimpleNamespace(round_seconds=0.1, steps_per_round=10, updates_per_round=50)
+    set_round_seconds(args, dt)
+    assert (args.steps_per_round, args.updates_per_round) == (steps, updates)
+    unset = SimpleNamespace(round_seconds=None, steps_per_round=10, updates_per_round=50)
+    set_round_seconds(unset, dt)
+    assert (unset.steps_per_round, unset.updates_per_round) == (10, 50)
+    for bad, message in ((0.0, "must be positive and finite"), (math.inf, "must be positive and finite"),
+                         (0.4 * dt, "shorter than one step")):  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            set_round_seconds(SimpleNamespace(round_seconds=bad, steps_per_round=10, updates_per_round=50), dt)

@@ -268,3 +268,27 @@ def test_the_speed_benchmark_reads_where_the_loop_spends_its_time(script):
     assert (updates, vector_steps) == (50, 10)
     assert 0 < evaluating < wall
     assert 0 < benchmark_update.env_stepping_seconds(0.05, vector_steps) < wall - evaluating
+
+
+@pytest.mark.parametrize("script,env_id", [("dau_discrete.py", "CartPole-v1"), ("ddpg_baseline.py", "Pendulum-v1")])
+def test_round_seconds_is_the_papers_round_at_dt_001_and_keeps_its_updates_per_second(script, env_id, tmp_path):
+    """--round-seconds 0.1 at dt 0.01 runs the paper's round (10 steps, here 2 updates): the same evals.csv as
+    without it. At dt 0.002 its rounds are 50 steps and 10 updates, 0.4 physical s as at dt 0.01, and it does
+    as many updates per physical second as the paper's rounds (10 steps, 2 updates) at dt 0.002."""
+    common = ["--env-id", env_id, *TINY, "--total-time", "8", "--eval-every", "2"]
+    logged = {}
+    for name in ("paper 0.01", "0.01", "paper 0.002", "0.002"):
+        args = ["--dt", name.split()[-1]] + ([] if name.startswith("paper") else ["--round-seconds", "0.1"])
+        (tmp_path / name).mkdir()
+        run_script(script, *common, *args, cwd=tmp_path / name)
+        rows = read_evals(tmp_path / name)
+        logged[name] = [(float(row["physical_time"]), int(row["updates"]), row["scaled_return"]) for row in rows]
+    assert logged["0.01"] == logged["paper 0.01"]
+    (run_json,) = (tmp_path / "0.002").glob("runs/*/run.json")
+    run_args = json.loads(run_json.read_text())["args"]
+    assert (run_args["steps_per_round"], run_args["updates_per_round"], run_args["round_seconds"]) == (50, 10, 0.1)
+    # Evaluated where the dt 0.01 runs are (rounds of 0.4 s), with 5 times their updates, as the paper's rounds at
+    # dt 0.002 (which end elsewhere: 0.08 s) have done by the end.
+    assert [row[0] for row in logged["0.002"]] == [row[0] for row in logged["paper 0.01"]]
+    assert [row[1] for row in logged["0.002"]] == [5 * row[1] for row in logged["paper 0.01"]]
+    assert logged["0.002"][-1][:2] == pytest.approx(logged["paper 0.002"][-1][:2])

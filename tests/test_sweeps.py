@@ -424,3 +424,15 @@ def test_the_diagnostics_figure(tmp_path):
         diagnostics.main(dataclasses.replace(options, columns=("values/q",)))
     with pytest.raises(SystemExit, match=r"no finished DDPG \(unscaled\) runs of Pendulum-v1"):
         diagnostics.main(dataclasses.replace(options, algorithm="DDPG (unscaled)"))
+
+
+def test_runs_with_round_seconds_are_their_own_algorithm():
+    """A variant's runs get their own row and panel, apart from the paper's algorithm's runs of the same seed."""
+    import plot
+
+    def named(script, **args):
+        return plot.algorithm_name({"script": script, "args": args})
+
+    assert named("dau_discrete.py") == named("dau_discrete.py", round_seconds=None) == "DAU"
+    assert named("dau_discrete.py", round_seconds=0.1) == "DAU, rounds of 0.1 s"
+    assert named("dqn_baseline.py", round_seconds=0.1, scaled=False) == "DQN (unscaled), rounds of 0.1 s"
