@@ -411,6 +411,8 @@ def test_the_diagnostics_figure(tmp_path):
         rows = ["physical_time,losses/td,values/v"] + [f"{t},{td_loss},{-seed * t}" for t in (15.0, 30.0, 45.0)]
         (run_dir / "diagnostics.csv").write_text("\n".join(rows) + "\n")
     write_run(tmp_path / "runs", "dau_continuous.py", 0.002, 1, [-1400, -200])  # from before diagnostics.csv
+    variant = write_run(tmp_path / "runs", "dau_continuous.py", 0.01, 1, [-1400, -200], start_time=2, round_seconds=0.1)
+    (variant / "diagnostics.csv").write_text("physical_time,losses/td,values/v\n15.0,1e-4,7.0\n30.0,1e-4,8.0\n")
     by_dt = diagnostics.load_diagnostics(tmp_path / "runs", "Pendulum-v1", "DAU")
     assert sorted(by_dt) == [0.001, 0.01] and len(by_dt[0.01]) == 2
     assert all(columns["td_rate"] == pytest.approx([2.0] * 3) for seeds in by_dt.values() for _, columns in seeds)
@@ -420,10 +422,15 @@ def test_the_diagnostics_figure(tmp_path):
                                   out=out)  # fmt: skip
     diagnostics.main(options)
     assert out.read_bytes().startswith(b"\x89PNG")
+    (seed,) = diagnostics.load_diagnostics(tmp_path / "runs", "Pendulum-v1", "DAU, rounds of 0.1 s")[0.01]
+    assert list(seed[1]["values/v"]) == [7.0, 8.0]  # the variant's run, apart from the paper's of the same seed
+    out.unlink()
+    diagnostics.main(dataclasses.replace(options, algorithms=("DAU", "DAU, rounds of 0.1 s")))
+    assert out.read_bytes().startswith(b"\x89PNG")
     with pytest.raises(SystemExit, match="no column values/q in diagnostics.csv"):
         diagnostics.main(dataclasses.replace(options, columns=("values/q",)))
     with pytest.raises(SystemExit, match=r"no finished DDPG \(unscaled\) runs of Pendulum-v1"):
-        diagnostics.main(dataclasses.replace(options, algorithm="DDPG (unscaled)"))
+        diagnostics.main(dataclasses.replace(options, algorithms=("DAU", "DDPG (unscaled)")))
 
 
 def test_runs_with_round_seconds_are_their_own_algorithm():
