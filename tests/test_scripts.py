@@ -90,13 +90,16 @@ def test_optimizer_follows_dt_or_the_reference_dt(script, scaled, dt, tmp_path):
     assert all(g["alpha"] == pytest.approx(1 - time_scale) and g["momentum"] == 0 for g in groups)
 
 
+@pytest.mark.parametrize("threads", ["1", "2"])
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_same_seed_same_returns(script, tmp_path):
+def test_same_seed_same_returns(script, threads, tmp_path):
+    """The same command on the same machine with the same number of torch threads gives the same evaluations
+    (docs/common.md, "Reproducibility and speed": across machines only with one thread)."""
     returns = []
     for attempt in ("a", "b"):
         (tmp_path / attempt).mkdir()
         run_script(script, *ACTION_TYPES[script][0], *TINY, "--dt", "0.01", "--total-time", "1.2", "--seed", "3",
-                   cwd=tmp_path / attempt)  # fmt: skip
+                   cwd=tmp_path / attempt, env={"OMP_NUM_THREADS": threads})  # fmt: skip
         returns.append([row["scaled_return"] for row in read_evals(tmp_path / attempt)])
     assert returns[0] == returns[1] and len(set(returns[0])) > 1
 
