@@ -30,6 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import tyro
 import yaml
@@ -37,7 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from dt_wrappers import CHECKPOINT, env_settings, make_env  # noqa: E402
+from dt_wrappers import CHECKPOINT, env_settings, make_env, set_round_seconds  # noqa: E402
 
 
 @dataclass
@@ -164,16 +165,23 @@ def resumable_runs(runs_dir):
 
 @functools.cache
 def settings_of(env_id):
-    """What the scripts put in place of the arguments left at None for this env (run.json records those)."""
-    return env_settings(make_env(env_id))
+    """What the scripts put in place of the arguments left at None for this env (run.json records those), and
+    its native dt."""
+    env = make_env(env_id)
+    return env_settings(env), env.get_wrapper_attr("dt")
 
 
 def run_args(sweep, point):
-    """The arguments a grid point's run will have: the point's, the script's defaults for the rest, and the
-    env's settings for those left at None (as run.json records them)."""
+    """The arguments a grid point's run will have: the point's, the script's defaults for the rest, the env's
+    settings for those left at None, and the round that --round-seconds sets (as run.json records them)."""
     wanted = {**sweep["defaults"], **point}
-    settings = settings_of(wanted["env_id"])
-    return wanted | {key: settings[key] for key, value in wanted.items() if value is None and key in settings}
+    settings, native_dt = settings_of(wanted["env_id"])
+    args = wanted | {key: settings[key] for key, value in wanted.items() if value is None and key in settings}
+    if args.get("round_seconds") is not None:
+        resolved = SimpleNamespace(**args)
+        set_round_seconds(resolved, args["dt"] or native_dt)
+        args |= {"steps_per_round": resolved.steps_per_round, "updates_per_round": resolved.updates_per_round}
+    return args
 
 
 def same_point(sweep, point, runs):
@@ -199,18 +207,19 @@ def resume_dir(sweep, point):
 
 
 def expected_seconds(sweep, point, runs):
-    """Wall-clock seconds the point's run should take: its rounds times the slowest seconds per round of the
-    finished runs of the same script and env (None without one, or with the env's native dt)."""
+    """Wall-clock seconds the point's run should take: its updates times the slowest seconds per update of the
+    finished runs of the same script and env (None without one, or with the env's native dt). Per update, not
+    per round: --round-seconds changes the rounds' length, not the updates per physical second."""
     script, args = Path(sweep["program"]).name, run_args(sweep, point)
-    per_round = [
-        run["wall_time"] * run["args"]["updates_per_round"] / run["updates"]
+    per_update = [
+        run["wall_time"] / run["updates"]
         for run in runs
         if run["script"] == script and run["args"]["env_id"] == args["env_id"] and run.get("updates")
     ]
-    if not per_round or not args["dt"]:
+    if not per_update or not args["dt"]:
         return None
     rounds = int(args["total_time"] / (args["num_envs"] * args["steps_per_round"] * args["dt"]) + 1e-9)
-    return rounds * max(per_round)
+    return rounds * args["updates_per_round"] * max(per_update)
 
 
 def check_wandb(sweeps):

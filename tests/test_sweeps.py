@@ -443,3 +443,25 @@ def test_runs_with_round_seconds_are_their_own_algorithm():
     assert named("dau_discrete.py") == named("dau_discrete.py", round_seconds=None) == "DAU"
     assert named("dau_discrete.py", round_seconds=0.1) == "DAU, rounds of 0.1 s"
     assert named("dqn_baseline.py", round_seconds=0.1, scaled=False) == "DQN (unscaled), rounds of 0.1 s"
+
+
+def test_a_grid_with_round_seconds_knows_its_finished_runs_and_their_cost(workdir, monkeypatch):
+    """run.json records the round --round-seconds sets (at dt 0.01, 0.2 s per env: 20 steps, 4 updates), so the
+    executor resolves a point's round the same way to find its finished run; and it estimates a run's wall time
+    per update, which --round-seconds does not change (here 2000 s per update measured on another seed: 4 updates
+    for 0.8 s at dt 0.01, whatever the round)."""
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    first = executor("tiny.yaml", "--override", "round_seconds=0.2", "dt=0.01", cwd=workdir)
+    assert "1 runs finished, 0 failed" in first.stdout, first.stdout + first.stderr
+    (run,) = finished(workdir)
+    assert (run["args"]["steps_per_round"], run["args"]["updates_per_round"], run["updates"]) == (20, 4, 4)
+    again = executor("tiny.yaml", "--override", "round_seconds=0.2", "dt=0.01", "--dry-run", cwd=workdir)
+    assert "1 already finished, 0 to run" in again.stdout, again.stdout + again.stderr
+    other = executor("tiny.yaml", "--override", "dt=0.01", "--dry-run", cwd=workdir)  # the paper's round: not done
+    assert "0 already finished, 1 to run" in other.stdout, other.stdout + other.stderr
+    monkeypatch.chdir(workdir)
+    measured = [{**run, "wall_time": 8000.0, "args": {**run["args"], "seed": 99}}]
+    for overrides in (["dt=0.01", "round_seconds=0.2"], ["dt=0.01"], ["dt=0.01", "round_seconds=0.1"]):
+        sweep = run_local.load_sweep("tiny.yaml", overrides)
+        (point,) = run_local.grid(sweep)
+        assert run_local.expected_seconds(sweep, point, measured) == pytest.approx(8000.0)
