@@ -1,6 +1,7 @@
 """The paper's robustness figure and table from finished runs (runs/*/run.json and evals.csv).
 
     python sweeps/plot.py --env-ids Pendulum-v1 CartPole-v1 --out docs/figures/curves.png --table docs/robustness.md
+    python sweeps/plot.py --runs docs/results --algorithms DQN --out docs/figures/dqn_baseline.png  # one script's
 
 One row of panels per environment, one panel per algorithm, one curve per dt: scaled return against
 physical time, the mean over seeds with the 95% bootstrap interval of that mean as a band, on the same
@@ -40,6 +41,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 BASELINES = {"ddpg_baseline.py": "DDPG", "dqn_baseline.py": "DQN"}
 RESAMPLES = 10_000  # bootstrap resamples per interval
+# Where --page puts the table in a page (the script pages' "Results" sections).
+PAGE_MARKERS = ("<!-- the table of sweeps/plot.py -->", "<!-- end of the table -->")
 
 
 @dataclass
@@ -54,6 +57,11 @@ class Options:
     """also write the robustness table (Markdown) here; it is always printed"""
     last: int = 3
     """evaluations at the end of each run averaged into its final return"""
+    page: Path | None = None
+    """also write the table into this Markdown page, in place of what is between its lines PAGE_MARKERS"""
+    algorithms: tuple[str, ...] = ()
+    """show only these algorithms' panels and rows (DAU: with its variants; DQN, DDPG: either variant), as on each
+    script's page; the scores are still those of the whole table. Empty: all"""
 
 
 class Curve(NamedTuple):
@@ -142,10 +150,20 @@ def mean_curve(curves):
     return times, returns.mean(0), low, high
 
 
-def robustness_table(runs, last):
-    """Markdown: final return per algorithm and dt, and the worst-dt / best-dt ratio of the score."""
+def shown(algorithm, algorithms):
+    """Whether --algorithms selects this algorithm: all when empty; a name selects itself and, by its first
+    word, its variants ("DAU" also "DAU, rounds of 0.1 s"; "DQN" both DQN variants)."""
+    return not algorithms or algorithm in algorithms or algorithm.split(",")[0].split(" (")[0] in algorithms
+
+
+def robustness_table(runs, last, algorithms=()):
+    """Markdown: final return per algorithm and dt, and the worst-dt / best-dt ratio of the score; with
+    `algorithms`, only their rows (and the probabilities that involve them), scored as in the whole table."""
     lines = []
+    selected = algorithms
     for env_id, algorithms in runs.items():
+        if not any(shown(algorithm, selected) for algorithm in algorithms):
+            continue
         finals = {
             (algorithm, dt): [np.mean(curve.returns[-last:]) for curve in curves]
             for algorithm, by_dt in algorithms.items()
@@ -159,6 +177,8 @@ def robustness_table(runs, last):
         lines += ["| algorithm | " + " | ".join(f"dt {dt:g}" for dt in dts) + " | worst / best dt | worst dt score |"]
         lines += ["|---" * (len(dts) + 3) + "|"]
         for algorithm in sorted(algorithms, key=lambda name: name != "DAU"):
+            if not shown(algorithm, selected):
+                continue
             cells, scores = [], []
             for dt in dts:
                 values = finals.get((algorithm, dt))
@@ -176,6 +196,8 @@ def robustness_table(runs, last):
                 ratio = f"{ratio:.2f}{bracket(ratio_interval, '.2f')}"
             lines.append(f"| {algorithm} | " + " | ".join(cells) + f" | {ratio or '—'} | {min(scores):.2f} |")
         for baseline in sorted(algorithm for algorithm in algorithms if algorithm != "DAU" and "DAU" in algorithms):
+            if not (shown("DAU", selected) or shown(baseline, selected)):
+                continue
             cells = []
             for dt in dts:
                 if ("DAU", dt) not in finals or (baseline, dt) not in finals:
@@ -191,6 +213,7 @@ def robustness_table(runs, last):
             + "; ".join(
                 wall_times(algorithm, algorithms[algorithm])
                 for algorithm in sorted(algorithms, key=lambda a: a != "DAU")
+                if shown(algorithm, selected)
             ),
             "",
         ]
@@ -211,7 +234,10 @@ def wall_times(algorithm, by_dt):
     return f"{algorithm} {total:.0f} in all, per run " + ", ".join(per_run)
 
 
-def plot(runs, out):
+def plot(runs, out, selected=()):
+    runs = {env_id: {name: by_dt for name, by_dt in algorithms.items() if shown(name, selected)}
+            for env_id, algorithms in runs.items()}  # fmt: skip
+    runs = {env_id: algorithms for env_id, algorithms in runs.items() if algorithms}
     columns = max(len(algorithms) for algorithms in runs.values())
     figure, axes = plt.subplots(len(runs), columns, figsize=(5 * columns, 3.6 * len(runs)), squeeze=False)
     all_dts = sorted({dt for algorithms in runs.values() for by_dt in algorithms.values() for dt in by_dt})
@@ -253,15 +279,28 @@ def main(options):
         sys.exit(f"error: no finished runs in {options.runs}/ for {', '.join(missing) or 'any environment'}")
     if options.last < 1:
         sys.exit(f"error: --last must be at least 1, got {options.last}")
+    if options.page and not all(options.page.is_file() and options.page.read_text().count(marker) == 1
+                                for marker in PAGE_MARKERS):  # fmt: skip
+        sys.exit(f"error: --page {options.page} must be a file with one line {PAGE_MARKERS[0]} and one line "
+                 f"{PAGE_MARKERS[1]} after it")  # fmt: skip
     if options.env_ids:
         runs = {env_id: runs[env_id] for env_id in options.env_ids}
-    plot(runs, options.out)
-    table = robustness_table(runs, options.last)
+    names = {name for algorithms in runs.values() for name in algorithms}
+    if not any(shown(name, options.algorithms) for name in names):
+        sys.exit(
+            f"error: no runs of {', '.join(options.algorithms)} there; the algorithms are {', '.join(sorted(names))}"
+        )
+    plot(runs, options.out, options.algorithms)
+    table = robustness_table(runs, options.last, options.algorithms)
     print(table)
     print(f"figure: {options.out}")
     if options.table:
         options.table.parent.mkdir(parents=True, exist_ok=True)
         options.table.write_text(table)
+    if options.page:
+        head, rest = options.page.read_text().split(PAGE_MARKERS[0])
+        tail = rest.split(PAGE_MARKERS[1])[1]
+        options.page.write_text(f"{head}{PAGE_MARKERS[0]}\n\n{table}\n{PAGE_MARKERS[1]}{tail}")
 
 
 if __name__ == "__main__":

@@ -72,3 +72,26 @@ def test_the_published_tables_are_what_plot_draws_from_the_kept_runs(table_file)
     reproduce = (ROOT / "docs" / "reproduce.md").read_text()
     for row in (line for line in published.splitlines() if line.startswith(("| DAU", "| DDPG", "| DQN"))):
         assert row in reproduce, f"reproduce.md does not show this row of {table_file.name}:\n{row}"
+
+
+SCRIPT_PAGES = {
+    "dau_continuous.md": "DAU",
+    "dau_discrete.md": "DAU",
+    "ddpg_baseline.md": "DDPG",
+    "dqn_baseline.md": "DQN",
+}
+
+
+@pytest.mark.parametrize("page,algorithm", SCRIPT_PAGES.items())
+def test_each_script_page_ends_with_its_results_as_plot_draws_them(page, algorithm):
+    """Each script's page ends with its results (issue: results where readers look): the table of its algorithm's
+    runs in docs/results, as `plot.py --algorithms ... --page` writes it, and the figure beside it."""
+    text = (ROOT / "docs" / page).read_text()
+    assert "\n## " not in text[text.index("\n## Results") + 1 :]  # the page's last section
+    block = text.split(plot.PAGE_MARKERS[0])[1].split(plot.PAGE_MARKERS[1])[0].strip("\n")
+    env_ids = re.findall(r"^\*\*(\S+)\*\*: final scaled return", block, re.MULTILINE)
+    assert env_ids, f"{page} has no results table"
+    runs = plot.load_runs(ROOT / "docs" / "results", env_ids)
+    assert block == plot.robustness_table({env_id: runs[env_id] for env_id in env_ids}, 3, (algorithm,)).strip("\n")
+    assert f"--algorithms {algorithm}" in text and f"(figures/{page[:-3]}.png)" in text
+    assert (ROOT / "docs" / "figures" / f"{page[:-3]}.png").is_file()

@@ -465,3 +465,30 @@ def test_a_grid_with_round_seconds_knows_its_finished_runs_and_their_cost(workdi
         sweep = run_local.load_sweep("tiny.yaml", overrides)
         (point,) = run_local.grid(sweep)
         assert run_local.expected_seconds(sweep, point, measured) == pytest.approx(8000.0)
+
+
+def test_one_algorithms_table_and_page(tmp_path):
+    """--algorithms DDPG keeps DDPG's rows and the probabilities that involve it, with the numbers of the whole
+    table; --page writes the table between the page's markers and leaves the rest of the page as it was."""
+    import plot
+
+    for seed, shift in ((1, 0.0), (2, 20.0)):
+        write_run(tmp_path / "runs", "dau_continuous.py", 0.01, seed, [-1400, -600, -160 + shift])
+        write_run(tmp_path / "runs", "ddpg_baseline.py", 0.01, seed, [-1400, -500, -300 + shift], scaled=False)
+    page = tmp_path / "page.md"
+    page.write_text(f"# A page\n\n{plot.PAGE_MARKERS[0]}\nold table\n{plot.PAGE_MARKERS[1]}\n\nAfter.\n")
+    options = plot.Options(runs=tmp_path / "runs", out=tmp_path / "ddpg.png", algorithms=("DDPG",), page=page)
+    plot.main(options)
+    full = plot.robustness_table(plot.load_runs(tmp_path / "runs"), last=3).splitlines()
+    table = plot.robustness_table(plot.load_runs(tmp_path / "runs"), last=3, algorithms=("DDPG",)).splitlines()
+    assert any(line.startswith("| DAU |") for line in full) and not any(line.startswith("| DAU |") for line in table)
+    assert [line for line in table if line.startswith("|")] == [
+        line for line in full if line.startswith(("| algorithm", "|---", "| DDPG", "| P(DAU > DDPG"))
+    ]
+    text = page.read_text()
+    assert text.startswith("# A page\n\n") and text.endswith(f"{plot.PAGE_MARKERS[1]}\n\nAfter.\n")
+    assert "\n".join(table) in text and "old table" not in text
+    assert (tmp_path / "ddpg.png").read_bytes().startswith(b"\x89PNG")
+    page.write_text("no markers\n")
+    with pytest.raises(SystemExit, match="must be a file with one line"):
+        plot.main(options)
