@@ -317,10 +317,9 @@ def update(batch, qf, target_qf, actor, target_actor, optimizer, dt, gamma, rewa
 
 
 def gradient_rms(optimizer, network):
-    """sqrt of RMSprop's running mean of squared gradients, over all of a network's parameters."""
-    squares = [optimizer.state[parameter]["square_avg"].flatten() for parameter in network.parameters()
-               if parameter in optimizer.state]  # fmt: skip
-    return torch.cat(squares).mean().sqrt() if squares else torch.zeros((), device=next(network.parameters()).device)
+    """sqrt of RMSprop's running mean of squared gradients, over all of a network's parameters (after a step)."""
+    squares = [optimizer.state[parameter]["square_avg"].flatten() for parameter in network.parameters()]
+    return torch.cat(squares).mean().sqrt()
 
 
 def env_step(envs, action, action_low, action_high):

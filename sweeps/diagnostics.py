@@ -66,10 +66,13 @@ def main(options):
             sys.exit(f"error: no finished {algorithm} runs of {options.env_id} with a diagnostics.csv in {folder}")
     if len(sources) > len(LINE_STYLES):
         sys.exit(f"error: at most {len(LINE_STYLES)} --runs folders times --algorithms, got {len(sources)}")
-    known = set(next(iter(next(iter(sources.values())).values()))[0][1])
+    known = set.intersection(*(set(columns) for by_dt in sources.values() for seeds in by_dt.values()
+                               for _, columns in seeds))  # fmt: skip
     unknown = [column for column in options.columns if column not in known]
     if unknown:
-        sys.exit(f"error: no column {', '.join(unknown)} in diagnostics.csv; it has {', '.join(sorted(known))}")
+        sys.exit(
+            f"error: no column {', '.join(unknown)} in every diagnostics.csv; they have {', '.join(sorted(known))}"
+        )
     dts = sorted({dt for by_dt in sources.values() for dt in by_dt}, reverse=True)
     colors = dict(zip(dts, plt.cm.viridis(np.linspace(0, 0.9, len(dts))), strict=True))
     width = min(3, len(options.columns))

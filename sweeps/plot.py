@@ -156,11 +156,11 @@ def shown(algorithm, algorithms):
     return not algorithms or algorithm in algorithms or algorithm.split(",")[0].split(" (")[0] in algorithms
 
 
-def robustness_table(runs, last, algorithms=()):
+def robustness_table(runs, last, selected=()):
     """Markdown: final return per algorithm and dt, and the worst-dt / best-dt ratio of the score; with
-    `algorithms`, only their rows (and the probabilities that involve them), scored as in the whole table."""
+    `selected` (--algorithms), only their rows (and the probabilities that involve them), scored as in the whole
+    table."""
     lines = []
-    selected = algorithms
     for env_id, algorithms in runs.items():
         if not any(shown(algorithm, selected) for algorithm in algorithms):
             continue

@@ -180,7 +180,7 @@ def run_args(sweep, point):
     if args.get("round_seconds") is not None:
         resolved = SimpleNamespace(**args)
         set_round_seconds(resolved, args["dt"] or native_dt)
-        args |= {"steps_per_round": resolved.steps_per_round, "updates_per_round": resolved.updates_per_round}
+        args = vars(resolved)
     return args
 
 

@@ -427,7 +427,7 @@ def test_the_diagnostics_figure(tmp_path):
     out.unlink()
     diagnostics.main(dataclasses.replace(options, algorithms=("DAU", "DAU, rounds of 0.1 s")))
     assert out.read_bytes().startswith(b"\x89PNG")
-    with pytest.raises(SystemExit, match="no column values/q in diagnostics.csv"):
+    with pytest.raises(SystemExit, match="no column values/q in every diagnostics.csv"):
         diagnostics.main(dataclasses.replace(options, columns=("values/q",)))
     with pytest.raises(SystemExit, match=r"no finished DDPG \(unscaled\) runs of Pendulum-v1"):
         diagnostics.main(dataclasses.replace(options, algorithms=("DAU", "DDPG (unscaled)")))
@@ -480,7 +480,7 @@ def test_one_algorithms_table_and_page(tmp_path):
     options = plot.Options(runs=tmp_path / "runs", out=tmp_path / "ddpg.png", algorithms=("DDPG",), page=page)
     plot.main(options)
     full = plot.robustness_table(plot.load_runs(tmp_path / "runs"), last=3).splitlines()
-    table = plot.robustness_table(plot.load_runs(tmp_path / "runs"), last=3, algorithms=("DDPG",)).splitlines()
+    table = plot.robustness_table(plot.load_runs(tmp_path / "runs"), last=3, selected=("DDPG",)).splitlines()
     assert any(line.startswith("| DAU |") for line in full) and not any(line.startswith("| DAU |") for line in table)
     assert [line for line in table if line.startswith("|")] == [
         line for line in full if line.startswith(("| algorithm", "|---", "| DDPG", "| P(DAU > DDPG"))
