@@ -40,6 +40,7 @@ from dt_wrappers import (
     env_settings,
     env_state,
     library_versions,
+    machine_info,
     make_env,
     parse_args,
     random_state,
@@ -494,7 +495,8 @@ if __name__ == "__main__":
 
     def write_run_info(**results):  # runs/<run_name>/run.json: what ran and how it ended (read by sweeps/)
         info = {"script": os.path.basename(__file__), "run_name": run_name, "dt": dt, "args": vars(args),
-                "versions": library_versions(), "wandb_id": wandb_id, **results}  # fmt: skip
+                "versions": library_versions(), "machine": machine_info(device), "wandb_id": wandb_id,
+                **results}  # fmt: skip
         with open(os.path.join(run_dir, "run.json"), "w") as file:
             json.dump(info, file, indent=1)
 

@@ -327,6 +327,18 @@ def library_versions():
     return versions
 
 
+def machine_info(device):
+    """What a run ran on, beside library_versions (run.json): the CPU's model, its cores, torch's threads and the
+    device. The same seed gives the same numbers only with the same thread count, and across machines only with
+    one thread (docs/common.md, "Reproducibility and speed")."""
+    cpu = platform.processor() or platform.machine()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as file:
+            cpu = next((line.split(":", 1)[1].strip() for line in file if line.startswith("model name")), cpu)
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "device": device_name}
+
+
 def check_dt(dt):
     """Raise a ValueError unless dt is a usable time step in seconds."""
     if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt) or dt <= 0:

@@ -101,6 +101,10 @@ def test_same_seed_same_returns(script, threads, tmp_path):
         run_script(script, *ACTION_TYPES[script][0], *TINY, "--dt", "0.01", "--total-time", "1.2", "--seed", "3",
                    cwd=tmp_path / attempt, env={"OMP_NUM_THREADS": threads})  # fmt: skip
         returns.append([row["scaled_return"] for row in read_evals(tmp_path / attempt)])
+        # run.json says what the numbers reproduce on: the thread count the run had, its CPU, its device.
+        (run_json,) = (tmp_path / attempt).glob("runs/*/run.json")
+        machine = json.loads(run_json.read_text())["machine"]
+        assert machine["torch_threads"] == int(threads) and machine["device"] == "cpu" and machine["cpu"]
     assert returns[0] == returns[1] and len(set(returns[0])) > 1
 
 
