@@ -95,17 +95,22 @@ def finished_runs(runs_dir, env_ids=()):
     return dict(sorted(newest.items()))
 
 
+def read_curve(run_dir, run):
+    """The run's Curve: its evaluations (evals.csv) and wall time (run.json)."""
+    with open(run_dir / "evals.csv") as file:
+        rows = list(csv.DictReader(file))
+    times = np.array([float(row["physical_time"]) for row in rows])
+    returns = np.array([float(row["scaled_return"]) for row in rows])
+    return Curve(times, returns, run.get("wall_time", float("nan")))
+
+
 def load_runs(runs_dir, env_ids=()):
     """{env_id: {algorithm: {dt: [Curve, one per seed]}}} of the finished runs (finished_runs). Warns when a
     panel mixes budgets."""
     runs = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     budgets = defaultdict(set)
     for (env_id, algorithm, dt, _), (run_dir, run) in finished_runs(runs_dir, env_ids).items():
-        with open(run_dir / "evals.csv") as file:
-            rows = list(csv.DictReader(file))
-        times = np.array([float(row["physical_time"]) for row in rows])
-        returns = np.array([float(row["scaled_return"]) for row in rows])
-        runs[env_id][algorithm][dt].append(Curve(times, returns, run.get("wall_time", float("nan"))))
+        runs[env_id][algorithm][dt].append(read_curve(run_dir, run))
         budgets[env_id, algorithm].add((run["args"]["total_time"], run["args"]["eval_every"]))
     for (env_id, algorithm), seen in budgets.items():
         if len(seen) > 1:
@@ -272,6 +277,20 @@ def save_figure(figure, out, dpi=110):
     figure.savefig(out, dpi=dpi)
 
 
+def check_page(page, markers):
+    """Exit with what is wrong unless `page` is a file with one line of each marker, in order."""
+    text = page.read_text() if page.is_file() else ""
+    if not (all(text.count(marker) == 1 for marker in markers) and text.index(markers[0]) < text.index(markers[1])):
+        sys.exit(f"error: --page {page} must be a file with one line {markers[0]} and one line {markers[1]} after it")
+
+
+def write_page(page, text, markers):
+    """Put `text` in the page in place of what is between its two marker lines."""
+    head, rest = page.read_text().split(markers[0])
+    tail = rest.split(markers[1])[1]
+    page.write_text(f"{head}{markers[0]}\n\n{text}\n{markers[1]}{tail}")
+
+
 def main(options):
     runs = load_runs(options.runs, options.env_ids)
     missing = [env_id for env_id in options.env_ids if env_id not in runs]
@@ -279,10 +298,8 @@ def main(options):
         sys.exit(f"error: no finished runs in {options.runs}/ for {', '.join(missing) or 'any environment'}")
     if options.last < 1:
         sys.exit(f"error: --last must be at least 1, got {options.last}")
-    if options.page and not all(options.page.is_file() and options.page.read_text().count(marker) == 1
-                                for marker in PAGE_MARKERS):  # fmt: skip
-        sys.exit(f"error: --page {options.page} must be a file with one line {PAGE_MARKERS[0]} and one line "
-                 f"{PAGE_MARKERS[1]} after it")  # fmt: skip
+    if options.page:
+        check_page(options.page, PAGE_MARKERS)
     if options.env_ids:
         runs = {env_id: runs[env_id] for env_id in options.env_ids}
     names = {name for algorithms in runs.values() for name in algorithms}
@@ -298,9 +315,7 @@ def main(options):
         options.table.parent.mkdir(parents=True, exist_ok=True)
         options.table.write_text(table)
     if options.page:
-        head, rest = options.page.read_text().split(PAGE_MARKERS[0])
-        tail = rest.split(PAGE_MARKERS[1])[1]
-        options.page.write_text(f"{head}{PAGE_MARKERS[0]}\n\n{table}\n{PAGE_MARKERS[1]}{tail}")
+        write_page(options.page, table, PAGE_MARKERS)
 
 
 if __name__ == "__main__":

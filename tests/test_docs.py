@@ -10,6 +10,7 @@ from dt_wrappers import ENV_SETTINGS
 
 sys.path.insert(0, str(ROOT / "sweeps"))
 import plot  # noqa: E402
+import spread  # noqa: E402
 
 PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 SNIPPET = re.compile(r"<!-- from (\S+) -->\n```python\n(.*?)```", re.DOTALL)
@@ -95,3 +96,15 @@ def test_each_script_page_ends_with_its_results_as_plot_draws_them(page, algorit
     assert block == plot.robustness_table({env_id: runs[env_id] for env_id in env_ids}, 3, (algorithm,)).strip("\n")
     assert f"--algorithms {algorithm}" in text and f"(figures/{page[:-3]}.png)" in text
     assert (ROOT / "docs" / "figures" / f"{page[:-3]}.png").is_file()
+
+
+def test_the_headline_spread_is_what_spread_draws_from_the_kept_runs():
+    """The reproduction page's headline section shows every run of the card's command on file, as
+    `sweeps/spread.py --page` writes it from docs/results and docs/results/card, with the figure beside it."""
+    text = (ROOT / "docs" / "reproduce.md").read_text()
+    block = text.split(spread.PAGE_MARKERS[0])[1].split(spread.PAGE_MARKERS[1])[0].strip("\n")
+    options = spread.Options(runs=(ROOT / "docs" / "results", ROOT / "docs" / "results" / "card"),
+                             env_id="HalfCheetah-v4", dt=0.005)  # fmt: skip
+    assert block == spread.spread_table(spread.collect(options), options.last, options.thresholds).strip("\n")
+    assert "--runs docs/results docs/results/card --env-id HalfCheetah-v4 --dt 0.005" in text
+    assert (ROOT / "docs" / "figures" / "headline.png").is_file()

@@ -492,3 +492,40 @@ def test_one_algorithms_table_and_page(tmp_path):
     page.write_text("no markers\n")
     with pytest.raises(SystemExit, match="must be a file with one line"):
         plot.main(options)
+
+
+def test_the_spread_of_one_command_over_every_run_on_file(tmp_path):
+    """spread.py gathers one (algorithm, env, dt) from several folders (the same seed in two folders is two runs),
+    leaves out other dts, algorithms and unfinished runs, and gives each run's last, final and best evaluation,
+    the mean with its interval and how many runs end above each threshold; --page writes it between its markers."""
+    import plot
+    import spread
+
+    write_run(tmp_path / "grid", "dau_continuous.py", 0.01, 1, [-1400, -200, -100, -300])
+    write_run(tmp_path / "grid", "dau_continuous.py", 0.01, 2, [-1400, -900, -800, -700])
+    write_run(tmp_path / "grid", "dau_continuous.py", 0.001, 1, [-1400, 0, 0, 0])  # another dt
+    write_run(tmp_path / "grid", "ddpg_baseline.py", 0.01, 1, [-1400, 0, 0, 0])  # another algorithm
+    unfinished = write_run(tmp_path / "grid", "dau_continuous.py", 0.01, 3, [-1400, 0, 0, 0])
+    (unfinished / "run.json").write_text(json.dumps({**json.loads((unfinished / "run.json").read_text()),
+                                                     "completed": False}))  # fmt: skip
+    card = write_run(tmp_path / "card", "dau_continuous.py", 0.01, 1, [-1400, -300, -150, -150], wall_time=120.0)
+    (card / "run.json").write_text(json.dumps({**json.loads((card / "run.json").read_text()),
+                                               "machine": {"torch_threads": 2}}))  # fmt: skip
+    page = tmp_path / "page.md"
+    page.write_text(f"# Headline\n\n{spread.PAGE_MARKERS[0]}\nold spread\n{spread.PAGE_MARKERS[1]}\n\nAfter.\n")
+    options = spread.Options(runs=(tmp_path / "grid", tmp_path / "card"), env_id="Pendulum-v1", dt=0.01, last=2,
+                             thresholds=(-500.0, -200.0), out=tmp_path / "spread.png", page=page)  # fmt: skip
+    spread.main(options)
+    rows = [line for line in page.read_text().splitlines() if line.startswith("| ")][1:]
+    assert rows == ["| grid | 1 | — | 1.0 | -300 | -200 | -100 |", "| grid | 2 | — | 1.0 | -700 | -750 | -700 |",
+                    "| card | 1 | 2 | 2.0 | -150 | -150 | -150 |"]  # fmt: skip
+    low, high = plot.interval((np.array([-200.0, -750.0, -150.0]),), np.mean)
+    assert (f"Final return over 3 runs: mean -367 [{low:.0f}, {high:.0f}], median -200, from -750 to -150. "
+            "Runs that end above -500: 2 of 3; -200: 1 of 3.") in page.read_text()  # fmt: skip
+    assert page.read_text().startswith("# Headline\n\n") and page.read_text().endswith("\n\nAfter.\n")
+    assert "old spread" not in page.read_text() and (tmp_path / "spread.png").read_bytes().startswith(b"\x89PNG")
+    with pytest.raises(SystemExit, match="no finished DAU runs of Pendulum-v1 at dt 0.002"):
+        spread.main(dataclasses.replace(options, dt=0.002))
+    page.write_text("no markers\n")
+    with pytest.raises(SystemExit, match="must be a file with one line"):
+        spread.main(options)

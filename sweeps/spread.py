@@ -1,0 +1,114 @@
+"""What one command gives, over every run of it on file: the distribution a user draws from.
+
+    python sweeps/spread.py --runs docs/results docs/results/card --env-id HalfCheetah-v4 --dt 0.005 \\
+        --out docs/figures/headline.png --page docs/reproduce.md
+
+Every finished run of one algorithm at one environment and dt, from each of the `--runs` folders (a folder's
+newest run per seed, as in sweeps/plot.py; the same seed in two folders counts twice: another thread count or
+machine gives another run). The figure: one curve per run, scaled return against physical time, over the mean of
+the runs and the 95% bootstrap interval of that mean. The table: one row per run (its folder, seed, torch threads
+when run.json records them, wall time, last evaluation, final return as in the robustness tables, best
+evaluation), then the mean final return with its interval, the median and range, and how many runs end above
+each of `--thresholds`.
+"""
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import plot
+import tyro
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+# Where --page puts the table (the reproduction page's headline section).
+PAGE_MARKERS = ("<!-- the table of sweeps/spread.py -->", "<!-- end of the spread -->")
+
+
+@dataclass
+class Options:
+    runs: tuple[Path, ...] = (Path("runs"),)
+    """folders holding runs (each <folder>/<run_name>/ with run.json and evals.csv)"""
+    env_id: str = "HalfCheetah-v4"
+    """the environment of the command"""
+    dt: float = 0.005
+    """its time step"""
+    algorithm: str = "DAU"
+    """its algorithm, as sweeps/plot.py names it (DAU, DDPG (unscaled), ...)"""
+    last: int = 3
+    """evaluations at the end of each run averaged into its final return (as in the robustness tables)"""
+    thresholds: tuple[float, ...] = (0.0, 1000.0, 2000.0)
+    """final returns to count the runs above"""
+    out: Path = Path("spread.png")
+    """where to write the figure (PNG)"""
+    page: Path | None = None
+    """also write the table into this Markdown page, between its lines PAGE_MARKERS"""
+
+
+def collect(options):
+    """[(folder, seed, run.json, Curve)] of the command's finished runs, folder by folder, by seed."""
+    runs = []
+    for folder in options.runs:
+        for (_, algorithm, dt, seed), (run_dir, run) in plot.finished_runs(folder, (options.env_id,)).items():
+            if algorithm == options.algorithm and dt == options.dt:
+                runs.append((folder, seed, run, plot.read_curve(run_dir, run)))
+    return runs
+
+
+def spread_table(runs, last, thresholds):
+    """Markdown: a row per run, then the distribution of the final returns."""
+    lines = ["| folder | seed | torch threads | wall (min) | last evaluation | final (last "
+             f"{last}) | best evaluation |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    finals = []
+    for folder, seed, run, curve in runs:
+        finals.append(np.mean(curve.returns[-last:]))
+        threads = run.get("machine", {}).get("torch_threads", "—")
+        lines.append(f"| {folder.name} | {seed} | {threads} | {curve.wall_time / 60:.1f} | {curve.returns[-1]:.0f} "
+                     f"| {finals[-1]:.0f} | {curve.returns.max():.0f} |")  # fmt: skip
+    finals = np.array(finals)
+    bounds = plot.interval((finals,), np.mean)
+    lines += ["", f"Final return over {len(finals)} runs: mean {finals.mean():.0f}{plot.bracket(bounds, '.0f')}, "
+              f"median {np.median(finals):.0f}, from {finals.min():.0f} to {finals.max():.0f}. Runs that end above "
+              + "; ".join(f"{threshold:g}: {np.sum(finals > threshold)} of {len(finals)}"
+                          for threshold in thresholds) + "."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def draw(runs, options):
+    figure, ax = plt.subplots(figsize=(7, 4))
+    times, mean, low, high = plot.mean_curve([curve for *_, curve in runs])
+    ax.fill_between(times, low, high, color="black", alpha=0.12, linewidth=0, label="mean, 95% interval")
+    ax.plot(times, mean, color="black", linewidth=2)
+    colors = plt.cm.tab10(np.arange(len(runs)) % 10)
+    for (folder, seed, _, curve), color in zip(runs, colors, strict=True):
+        ax.plot(curve.times, curve.returns, color=color, linewidth=1, label=f"{folder.name}, seed {seed}")
+    ax.set_title(f"{options.env_id}, {options.algorithm}, dt {options.dt:g}: every run on file (n={len(runs)})")
+    ax.set_xlabel("physical time (s)")
+    ax.set_ylabel("scaled return")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    plot.save_figure(figure, options.out)
+
+
+def main(options):
+    if options.last < 1:
+        sys.exit(f"error: --last must be at least 1, got {options.last}")
+    if options.page:
+        plot.check_page(options.page, PAGE_MARKERS)
+    runs = collect(options)
+    if not runs:
+        sys.exit(f"error: no finished {options.algorithm} runs of {options.env_id} at dt {options.dt:g} in "
+                 f"{', '.join(map(str, options.runs))}; check --env-id, --dt and --algorithm")  # fmt: skip
+    draw(runs, options)
+    table = spread_table(runs, options.last, options.thresholds)
+    print(table)
+    print(f"figure: {options.out}")
+    if options.page:
+        plot.write_page(options.page, table, PAGE_MARKERS)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Options))
