@@ -328,15 +328,23 @@ def library_versions():
 
 
 def machine_info(device):
-    """What a run ran on, beside library_versions (run.json): the CPU's model, its cores, torch's threads and the
-    device. The same seed gives the same numbers only with the same thread count, and across machines only with
-    one thread (docs/common.md, "Reproducibility and speed")."""
-    cpu = platform.processor() or platform.machine()
+    """What a run ran on, beside library_versions (run.json): the CPU's model, the cores this process may use,
+    torch's threads, MKL's pinned code path (MKL_CBWR, None: MKL's own choice) and the device. The same seed gives
+    the same numbers only with the same thread count, and on another machine only with a CPU that takes the same
+    code path (docs/common.md, "Reproducibility and speed")."""
+    cpu = None
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as file:
-            cpu = next((line.split(":", 1)[1].strip() for line in file if line.startswith("model name")), cpu)
+            cpu = next((line.split(":", 1)[1].strip() for line in file if line.startswith("model name")), None)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "device": device_name}
+    return {
+        "cpu": cpu or platform.processor() or platform.machine(),
+        "cores": cores,
+        "torch_threads": torch.get_num_threads(),
+        "mkl_cbwr": os.environ.get("MKL_CBWR"),
+        "device": device_name,
+    }
 
 
 def check_dt(dt):

@@ -118,6 +118,11 @@ def load_runs(runs_dir, env_ids=()):
     return runs
 
 
+def final_return(curve, last):
+    """A run's final return: the mean of its last `last` evaluations."""
+    return np.mean(curve.returns[-last:])
+
+
 def interval(samples, statistic, vectorized=False, axis=0):
     """The 95% percentile-bootstrap interval (low, high) of statistic(*samples), each sample resampled on
     its own (one per dt, or DAU's and a baseline's runs); None when a sample has a single run."""
@@ -170,7 +175,7 @@ def robustness_table(runs, last, selected=()):
         if not any(shown(algorithm, selected) for algorithm in algorithms):
             continue
         finals = {
-            (algorithm, dt): [np.mean(curve.returns[-last:]) for curve in curves]
+            (algorithm, dt): [final_return(curve, last) for curve in curves]
             for algorithm, by_dt in algorithms.items()
             for dt, curves in by_dt.items()
         }

@@ -12,6 +12,7 @@ evaluation), then the mean final return with its interval, the median and range,
 each of `--thresholds`.
 """
 
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,13 +49,22 @@ class Options:
     """also write the table into this Markdown page, between its lines PAGE_MARKERS"""
 
 
-def collect(options):
-    """[(folder, seed, run.json, Curve)] of the command's finished runs, folder by folder, by seed."""
-    runs = []
+def runs_of_command(options):
+    """[(folder, seed, run.json, Curve)] of the command's finished runs, folder by folder (each folder once), by
+    seed. Exits with what is wrong if a folder is missing or the runs differ in budget or evaluation interval."""
+    runs, folders = [], []
     for folder in options.runs:
-        for (_, algorithm, dt, seed), (run_dir, run) in plot.finished_runs(folder, (options.env_id,)).items():
-            if algorithm == options.algorithm and dt == options.dt:
-                runs.append((folder, seed, run, plot.read_curve(run_dir, run)))
+        if not folder.is_dir():
+            sys.exit(f"error: --runs {folder} is not a folder")
+        if folder.resolve() not in folders:
+            folders.append(folder.resolve())
+            for (_, algorithm, dt, seed), (run_dir, run) in plot.finished_runs(folder, (options.env_id,)).items():
+                if algorithm == options.algorithm and math.isclose(dt, options.dt):
+                    runs.append((folder, seed, run, plot.read_curve(run_dir, run)))
+    budgets = {(run["args"]["total_time"], run["args"]["eval_every"]) for _, _, run, _ in runs}
+    if len(budgets) > 1:
+        sys.exit(f"error: these runs differ in (total_time, eval_every): {sorted(budgets)}; give --runs folders "
+                 "of one budget")  # fmt: skip
     return runs
 
 
@@ -64,9 +74,9 @@ def spread_table(runs, last, thresholds):
              f"{last}) | best evaluation |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     finals = []
     for folder, seed, run, curve in runs:
-        finals.append(np.mean(curve.returns[-last:]))
+        finals.append(plot.final_return(curve, last))
         threads = run.get("machine", {}).get("torch_threads", "—")
-        lines.append(f"| {folder.name} | {seed} | {threads} | {curve.wall_time / 60:.1f} | {curve.returns[-1]:.0f} "
+        lines.append(f"| {folder} | {seed} | {threads} | {curve.wall_time / 60:.1f} | {curve.returns[-1]:.0f} "
                      f"| {finals[-1]:.0f} | {curve.returns.max():.0f} |")  # fmt: skip
     finals = np.array(finals)
     bounds = plot.interval((finals,), np.mean)
@@ -78,13 +88,14 @@ def spread_table(runs, last, thresholds):
 
 
 def draw(runs, options):
+    """Each run's curve over the mean of the runs and its 95% interval."""
     figure, ax = plt.subplots(figsize=(7, 4))
     times, mean, low, high = plot.mean_curve([curve for *_, curve in runs])
     ax.fill_between(times, low, high, color="black", alpha=0.12, linewidth=0, label="mean, 95% interval")
     ax.plot(times, mean, color="black", linewidth=2)
-    colors = plt.cm.tab10(np.arange(len(runs)) % 10)
+    colors = plt.cm.tab20(np.arange(len(runs)) % 20)
     for (folder, seed, _, curve), color in zip(runs, colors, strict=True):
-        ax.plot(curve.times, curve.returns, color=color, linewidth=1, label=f"{folder.name}, seed {seed}")
+        ax.plot(curve.times, curve.returns, color=color, linewidth=1, label=f"{folder}, seed {seed}")
     ax.set_title(f"{options.env_id}, {options.algorithm}, dt {options.dt:g}: every run on file (n={len(runs)})")
     ax.set_xlabel("physical time (s)")
     ax.set_ylabel("scaled return")
@@ -98,7 +109,7 @@ def main(options):
         sys.exit(f"error: --last must be at least 1, got {options.last}")
     if options.page:
         plot.check_page(options.page, PAGE_MARKERS)
-    runs = collect(options)
+    runs = runs_of_command(options)
     if not runs:
         sys.exit(f"error: no finished {options.algorithm} runs of {options.env_id} at dt {options.dt:g} in "
                  f"{', '.join(map(str, options.runs))}; check --env-id, --dt and --algorithm")  # fmt: skip

@@ -2,6 +2,7 @@
 
 import re
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import ROOT
@@ -103,13 +104,13 @@ def test_each_script_page_ends_with_its_results_as_plot_draws_them(page, algorit
     assert (ROOT / "docs" / "figures" / f"{page[:-3]}.png").is_file()
 
 
-def test_the_headline_spread_is_what_spread_draws_from_the_kept_runs():
+def test_the_headline_spread_is_what_spread_draws_from_the_kept_runs(monkeypatch):
     """The reproduction page's headline section shows every run of the card's command on file, as
     `sweeps/spread.py --page` writes it from docs/results and docs/results/card, with the figure beside it."""
     text = (ROOT / "docs" / "reproduce.md").read_text()
     block = text.split(spread.PAGE_MARKERS[0])[1].split(spread.PAGE_MARKERS[1])[0].strip("\n")
-    options = spread.Options(runs=(ROOT / "docs" / "results", ROOT / "docs" / "results" / "card"),
-                             env_id="HalfCheetah-v4", dt=0.005)  # fmt: skip
-    assert block == spread.spread_table(spread.collect(options), options.last, options.thresholds).strip("\n")
+    options = spread.Options(runs=(Path("docs/results"), Path("docs/results/card")), env_id="HalfCheetah-v4", dt=0.005)
+    monkeypatch.chdir(ROOT)  # the folders as the page's command names them
+    assert block == spread.spread_table(spread.runs_of_command(options), options.last, options.thresholds).strip("\n")
     assert "--runs docs/results docs/results/card --env-id HalfCheetah-v4 --dt 0.005" in text
     assert (ROOT / "docs" / "figures" / "headline.png").is_file()

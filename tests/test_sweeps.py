@@ -494,10 +494,11 @@ def test_one_algorithms_table_and_page(tmp_path):
         plot.main(options)
 
 
-def test_the_spread_of_one_command_over_every_run_on_file(tmp_path):
-    """spread.py gathers one (algorithm, env, dt) from several folders (the same seed in two folders is two runs),
-    leaves out other dts, algorithms and unfinished runs, and gives each run's last, final and best evaluation,
-    the mean with its interval and how many runs end above each threshold; --page writes it between its markers."""
+def test_the_spread_of_one_command_over_every_run_on_file(tmp_path, monkeypatch):
+    """spread.py gathers one (algorithm, env, dt) from several folders (the same seed in two folders is two runs, a
+    folder named twice counts once), leaves out other dts, algorithms and unfinished runs, and gives each run's last,
+    final and best evaluation, the mean with its interval and how many runs end above each threshold; --page writes
+    it between its markers. A missing folder, or runs of another budget, stop it with what is wrong."""
     import plot
     import spread
 
@@ -513,8 +514,9 @@ def test_the_spread_of_one_command_over_every_run_on_file(tmp_path):
                                                "machine": {"torch_threads": 2}}))  # fmt: skip
     page = tmp_path / "page.md"
     page.write_text(f"# Headline\n\n{spread.PAGE_MARKERS[0]}\nold spread\n{spread.PAGE_MARKERS[1]}\n\nAfter.\n")
-    options = spread.Options(runs=(tmp_path / "grid", tmp_path / "card"), env_id="Pendulum-v1", dt=0.01, last=2,
-                             thresholds=(-500.0, -200.0), out=tmp_path / "spread.png", page=page)  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    options = spread.Options(runs=(Path("grid"), Path("card"), tmp_path / "grid"), env_id="Pendulum-v1", dt=0.01,
+                             last=2, thresholds=(-500.0, -200.0), out=tmp_path / "spread.png", page=page)  # fmt: skip
     spread.main(options)
     rows = [line for line in page.read_text().splitlines() if line.startswith("| ")][1:]
     assert rows == ["| grid | 1 | — | 1.0 | -300 | -200 | -100 |", "| grid | 2 | — | 1.0 | -700 | -750 | -700 |",
@@ -526,6 +528,11 @@ def test_the_spread_of_one_command_over_every_run_on_file(tmp_path):
     assert "old spread" not in page.read_text() and (tmp_path / "spread.png").read_bytes().startswith(b"\x89PNG")
     with pytest.raises(SystemExit, match="no finished DAU runs of Pendulum-v1 at dt 0.002"):
         spread.main(dataclasses.replace(options, dt=0.002))
+    with pytest.raises(SystemExit, match="--runs elsewhere is not a folder"):
+        spread.main(dataclasses.replace(options, runs=(Path("grid"), Path("elsewhere"))))
+    write_run(tmp_path / "longer", "dau_continuous.py", 0.01, 1, [-1400, -150], total_time=1200.0)
+    with pytest.raises(SystemExit, match=r"differ in \(total_time, eval_every\)"):
+        spread.main(dataclasses.replace(options, runs=(Path("grid"), Path("longer"))))
     page.write_text("no markers\n")
     with pytest.raises(SystemExit, match="must be a file with one line"):
         spread.main(options)
