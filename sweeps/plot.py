@@ -104,6 +104,11 @@ def read_curve(run_dir, run):
     return Curve(times, returns, run.get("wall_time", float("nan")))
 
 
+def budget(run):
+    """(total_time, eval_every) of a run: runs are compared, and their curves averaged, only within one budget."""
+    return run["args"]["total_time"], run["args"]["eval_every"]
+
+
 def load_runs(runs_dir, env_ids=()):
     """{env_id: {algorithm: {dt: [Curve, one per seed]}}} of the finished runs (finished_runs). Warns when a
     panel mixes budgets."""
@@ -111,7 +116,7 @@ def load_runs(runs_dir, env_ids=()):
     budgets = defaultdict(set)
     for (env_id, algorithm, dt, _), (run_dir, run) in finished_runs(runs_dir, env_ids).items():
         runs[env_id][algorithm][dt].append(read_curve(run_dir, run))
-        budgets[env_id, algorithm].add((run["args"]["total_time"], run["args"]["eval_every"]))
+        budgets[env_id, algorithm].add(budget(run))
     for (env_id, algorithm), seen in budgets.items():
         if len(seen) > 1:
             print(f"warning: {env_id} {algorithm} mixes (total_time, eval_every): {sorted(seen)}", file=sys.stderr)

@@ -61,7 +61,7 @@ def runs_of_command(options):
             for (_, algorithm, dt, seed), (run_dir, run) in plot.finished_runs(folder, (options.env_id,)).items():
                 if algorithm == options.algorithm and math.isclose(dt, options.dt):
                     runs.append((folder, seed, run, plot.read_curve(run_dir, run)))
-    budgets = {(run["args"]["total_time"], run["args"]["eval_every"]) for _, _, run, _ in runs}
+    budgets = {plot.budget(run) for _, _, run, _ in runs}
     if len(budgets) > 1:
         sys.exit(f"error: these runs differ in (total_time, eval_every): {sorted(budgets)}; give --runs folders "
                  "of one budget")  # fmt: skip
