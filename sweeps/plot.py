@@ -41,8 +41,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 BASELINES = {"ddpg_baseline.py": "DDPG", "dqn_baseline.py": "DQN"}
 RESAMPLES = 10_000  # bootstrap resamples per interval
-# Where --page puts the table in a page (the script pages' "Results" sections).
-PAGE_MARKERS = ("<!-- the table of sweeps/plot.py -->", "<!-- end of the table -->")
 
 
 @dataclass
@@ -58,7 +56,8 @@ class Options:
     last: int = 3
     """evaluations at the end of each run averaged into its final return"""
     page: Path | None = None
-    """also write the table into this Markdown page, in place of what is between its lines PAGE_MARKERS"""
+    """also write the table into this Markdown page, in place of what is between its two lines that name the --runs
+    folder (page_markers)"""
     algorithms: tuple[str, ...] = ()
     """show only these algorithms' panels and rows (DAU: with its variants; DQN, DDPG: either variant), as on each
     script's page; the scores are still those of the whole table. Empty: all"""
@@ -287,6 +286,14 @@ def save_figure(figure, out, dpi=110):
     figure.savefig(out, dpi=dpi)
 
 
+def page_markers(runs):
+    """The two lines between which --page puts the table of the runs in folder `runs` (the script pages' "Results"
+    sections). They name the folder, so that a page can show the grid's runs and those of another budget kept
+    apart (docs/results and docs/results/cartpole_12600), each table where its own command writes it."""
+    folder = Path(runs).as_posix()
+    return f"<!-- the table of sweeps/plot.py --runs {folder} -->", f"<!-- end of the table of {folder} -->"
+
+
 def check_page(page, markers):
     """Exit with what is wrong unless `page` is a file with one line of each marker, in order."""
     text = page.read_text() if page.is_file() else ""
@@ -309,7 +316,7 @@ def main(options):
     if options.last < 1:
         sys.exit(f"error: --last must be at least 1, got {options.last}")
     if options.page:
-        check_page(options.page, PAGE_MARKERS)
+        check_page(options.page, page_markers(options.runs))
     if options.env_ids:
         runs = {env_id: runs[env_id] for env_id in options.env_ids}
     names = {name for algorithms in runs.values() for name in algorithms}
@@ -325,7 +332,7 @@ def main(options):
         options.table.parent.mkdir(parents=True, exist_ok=True)
         options.table.write_text(table)
     if options.page:
-        write_page(options.page, table, PAGE_MARKERS)
+        write_page(options.page, table, page_markers(options.runs))
 
 
 if __name__ == "__main__":

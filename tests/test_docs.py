@@ -82,27 +82,40 @@ def test_the_published_tables_are_what_plot_draws_from_the_kept_runs(table_file)
         assert row in reproduce, f"reproduce.md does not show this line of {table_file.name}:\n{row}"
 
 
+# Each script page's results: its algorithm, and per folder of runs the figure beside that folder's table (the
+# grid's runs in docs/results; CartPole's at the paper's budget, kept apart, on the discrete scripts' pages).
 SCRIPT_PAGES = {
-    "dau_continuous.md": "DAU",
-    "dau_discrete.md": "DAU",
-    "ddpg_baseline.md": "DDPG",
-    "dqn_baseline.md": "DQN",
+    "dau_continuous.md": ("DAU", {"docs/results": "dau_continuous.png"}),
+    "dau_discrete.md": (
+        "DAU",
+        {"docs/results": "dau_discrete.png", "docs/results/cartpole_12600": "dau_discrete_12600.png"},
+    ),
+    "ddpg_baseline.md": ("DDPG", {"docs/results": "ddpg_baseline.png"}),
+    "dqn_baseline.md": (
+        "DQN",
+        {"docs/results": "dqn_baseline.png", "docs/results/cartpole_12600": "dqn_baseline_12600.png"},
+    ),
 }
 
 
-@pytest.mark.parametrize("page,algorithm", SCRIPT_PAGES.items())
-def test_each_script_page_ends_with_its_results_as_plot_draws_them(page, algorithm):
-    """Each script's page ends with its results (issue: results where readers look): the table of its algorithm's
-    runs in docs/results, as `plot.py --algorithms ... --page` writes it, and the figure beside it."""
+@pytest.mark.parametrize("page,algorithm,figures", [(page, *shown) for page, shown in SCRIPT_PAGES.items()])
+def test_each_script_page_ends_with_its_results_as_plot_draws_them(page, algorithm, figures):
+    """Each script's page ends with its results (issue: results where readers look): for each folder of runs, the
+    table of its algorithm's runs there, as `plot.py --runs <folder> --algorithms ... --page` writes it, and the
+    figure beside it."""
     text = (ROOT / "docs" / page).read_text()
     assert "\n## " not in text[text.index("\n## Results") + 1 :]  # the page's last section
-    block = text.split(plot.PAGE_MARKERS[0])[1].split(plot.PAGE_MARKERS[1])[0].strip("\n")
-    env_ids = re.findall(r"^\*\*(\S+)\*\*: final scaled return", block, re.MULTILINE)
-    assert env_ids, f"{page} has no results table"
-    runs = plot.load_runs(ROOT / "docs" / "results", env_ids)
-    assert block == plot.robustness_table({env_id: runs[env_id] for env_id in env_ids}, 3, (algorithm,)).strip("\n")
-    assert f"--algorithms {algorithm}" in text and f"(figures/{page[:-3]}.png)" in text
-    assert (ROOT / "docs" / "figures" / f"{page[:-3]}.png").is_file()
+    assert text.count("<!-- the table of sweeps/plot.py") == len(figures)
+    for folder, figure in figures.items():
+        start, end = plot.page_markers(folder)
+        block = text.split(start)[1].split(end)[0].strip("\n")
+        env_ids = re.findall(r"^\*\*(\S+)\*\*: final scaled return", block, re.MULTILINE)
+        assert env_ids, f"{page} has no results table for {folder}"
+        runs = plot.load_runs(ROOT / folder, env_ids)
+        assert block == plot.robustness_table({env_id: runs[env_id] for env_id in env_ids}, 3, (algorithm,)).strip("\n")
+        command = f"--runs {folder} --env-ids {' '.join(env_ids)} --algorithms {algorithm} \\\n"
+        assert command in text and f"--out docs/figures/{figure} --page docs/{page}\n" in text, (folder, command)
+        assert f"(figures/{figure})" in text and (ROOT / "docs" / "figures" / figure).is_file()
 
 
 def test_the_headline_spread_is_what_spread_draws_from_the_kept_runs(monkeypatch):

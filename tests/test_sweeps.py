@@ -476,7 +476,11 @@ def test_one_algorithms_table_and_page(tmp_path):
         write_run(tmp_path / "runs", "dau_continuous.py", 0.01, seed, [-1400, -600, -160 + shift])
         write_run(tmp_path / "runs", "ddpg_baseline.py", 0.01, seed, [-1400, -500, -300 + shift], scaled=False)
     page = tmp_path / "page.md"
-    page.write_text(f"# A page\n\n{plot.PAGE_MARKERS[0]}\nold table\n{plot.PAGE_MARKERS[1]}\n\nAfter.\n")
+    markers = plot.page_markers(tmp_path / "runs")  # this folder's table; another folder's stays as it is
+    other = plot.page_markers(tmp_path / "other_runs")
+    page.write_text(
+        f"# A page\n\n{markers[0]}\nold table\n{markers[1]}\n\n{other[0]}\nother table\n{other[1]}\n\nAfter.\n"
+    )
     options = plot.Options(runs=tmp_path / "runs", out=tmp_path / "ddpg.png", algorithms=("DDPG",), page=page)
     plot.main(options)
     full = plot.robustness_table(plot.load_runs(tmp_path / "runs"), last=3).splitlines()
@@ -486,7 +490,9 @@ def test_one_algorithms_table_and_page(tmp_path):
         line for line in full if line.startswith(("| algorithm", "|---", "| DDPG", "| P(DAU > DDPG"))
     ]
     text = page.read_text()
-    assert text.startswith("# A page\n\n") and text.endswith(f"{plot.PAGE_MARKERS[1]}\n\nAfter.\n")
+    assert text.startswith("# A page\n\n") and text.endswith(
+        f"{markers[1]}\n\n{other[0]}\nother table\n{other[1]}\n\nAfter.\n"
+    )
     assert "\n".join(table) in text and "old table" not in text
     assert (tmp_path / "ddpg.png").read_bytes().startswith(b"\x89PNG")
     page.write_text("no markers\n")
