@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Wheels for the GPU machine (issue 26). It has CUDA torch, numpy, scipy, matplotlib, rich, psutil, pyyaml,
+# pytest and pytest-xdist, but no network. This fetches, here, what a run and the test suite import beyond
+# those: for its Python 3.12 on x86-64, at the versions this machine's environment has (the CPU results' own),
+# into .whl/ (git-ignored), about 41 MB of the 64 MiB that travels with a call. Videos are left out: moviepy
+# needs imageio-ffmpeg, 68 MB alone.
+#
+#   here:  bash tests/gpu_wheels.sh [python]     (python: the environment to read versions from; .venv's by default)
+#   there: python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+#          && export PYTHONPATH=/tmp/site
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=${1:-.venv/bin/python}
+# What the runs import (gymnasium, MuJoCo, Box2D, tyro, wandb for --track and the offline-W&B tests), then
+# what those need that the GPU machine lacks (its package list: the device tool's KINDS.md). mujoco-studio
+# (12 MB, the viewer) and glfw (windows) are left out: `import mujoco` goes without them.
+packages="gymnasium farama-notifications mujoco mujoco-core pyopengl Box2D tyro docstring-parser typeguard
+  wandb pydantic pydantic-core annotated-types typing-inspection platformdirs cwevals distro sniffio
+  googleapis-common-protos
+  opentelemetry-api opentelemetry-sdk opentelemetry-proto opentelemetry-semantic-conventions
+  opentelemetry-exporter-otlp-proto-http opentelemetry-exporter-otlp-proto-common
+  opentelemetry-exporter-otlp-common opentelemetry-exporter-http-transport"
+pinned=$("$python" - $packages <<'EOF'
+import importlib.metadata
+import sys
+
+print(" ".join(f"{name}=={importlib.metadata.version(name)}" for name in sys.argv[1:]))
+EOF
+)
+rm -rf .whl
+"$python" -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl $pinned
+grep -qx "/.whl/" .git/info/exclude 2>/dev/null || echo "/.whl/" >>.git/info/exclude
+du -sh .whl
