@@ -246,7 +246,8 @@ class ReplayBuffer:
 
     def __init__(self, capacity, obs_dim, device):
         self.capacity, self.size, self.position = capacity, 0, 0
-        # Uninitialised: memory is committed as the ring fills, and only filled rows are ever sampled.
+        # torch.empty, which deterministic mode (on the CPU) fills with NaN: the memory is all committed here, and
+        # a row read before it is written would be NaN, not a silent zero. Only filled rows are ever sampled.
         self.fields = [torch.empty((capacity, dim), device=device) for dim in (obs_dim, 1, 1, 1, obs_dim)]
 
     def add(self, *transition):
