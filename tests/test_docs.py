@@ -77,8 +77,8 @@ def test_the_published_tables_are_what_plot_draws_from_the_kept_runs(table_file)
     runs = plot.load_runs(TABLE_RUNS.get(table_file.name, ROOT / "docs" / "results"), env_ids)
     assert published == plot.robustness_table({env_id: runs[env_id] for env_id in env_ids}, last=3)
     reproduce = (ROOT / "docs" / "reproduce.md").read_text()
-    # Its rows, the level they start from and the runs' wall time.
-    shown = ("| DAU", "| DDPG", "| DQN", "Untrained (physical time 0)", "Wall time (minutes)")
+    # Its rows, the probabilities of improvement, the level they start from and the runs' wall time.
+    shown = ("| DAU", "| DDPG", "| DQN", "| P(", "Untrained (physical time 0)", "Wall time (minutes)")
     for row in (line for line in published.splitlines() if line.startswith(shown)):
         assert row in reproduce, f"reproduce.md does not show this line of {table_file.name}:\n{row}"
 
