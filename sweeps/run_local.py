@@ -11,7 +11,8 @@ runs/<run_name>/ as usual; a grid point whose finished run is already there (run
 the same script and arguments), or in a --results folder, is skipped, and one whose run was stopped
 with a checkpoint goes on from it (the same command plus --resume), so an interrupted sweep resumes
 where it stopped, in this session or a later one. With --hours, the runs still going at the deadline
-get SIGTERM: each saves a checkpoint at the end of its round and stops, to go on at the next call.
+get SIGTERM: each saves a checkpoint at the end of its round and stops, to go on at the next call; before
+it, a free worker starts the first run (seed by seed, finest dt first) expected to end in the time left.
 The sweep files pass --track: log in with `wandb login`, or set WANDB_MODE=offline (local W&B
 files) or WANDB_MODE=disabled (no W&B at all).
 """
@@ -200,26 +201,45 @@ def is_done(sweep, point, runs):
     return bool(same_point(sweep, point, runs))
 
 
+def stopped_run(sweep, point):
+    """run.json (with "run_dir") of this point's latest run stopped with a checkpoint in runs/, or None."""
+    stopped = same_point(sweep, point, resumable_runs("runs"))
+    return stopped[0] if stopped else None
+
+
 def resume_dir(sweep, point):
     """The folder of this point's latest run stopped with a checkpoint in runs/, or None."""
-    stopped = same_point(sweep, point, resumable_runs("runs"))
-    return stopped[0]["run_dir"] if stopped else None
+    stopped = stopped_run(sweep, point)
+    return stopped["run_dir"] if stopped else None
 
 
 def expected_seconds(sweep, point, runs):
-    """Wall-clock seconds the point's run should take: its updates times the slowest seconds per update of the
-    finished runs of the same script and env (None without one, or with the env's native dt). Per update, not
-    per round: --round-seconds changes the rounds' length, not the updates per physical second."""
+    """Wall-clock seconds the point's run should still take: the updates it has left (all of them, or those after
+    its checkpoint) times the slowest seconds per update of the finished runs of the same script, env and dt, or
+    of any dt when none has this one (a coarse dt costs more per update: Ant's dt 0.05 twice its dt 0.005). None
+    without such a run, or with the env's native dt. Per update, not per round: --round-seconds changes the
+    rounds' length, not the updates per physical second."""
     script, args = Path(sweep["program"]).name, run_args(sweep, point)
-    per_update = [
-        run["wall_time"] / run["updates"]
-        for run in runs
-        if run["script"] == script and run["args"]["env_id"] == args["env_id"] and run.get("updates")
-    ]
-    if not per_update or not args["dt"]:
+    measured = [run for run in runs if run["script"] == script and run["args"]["env_id"] == args["env_id"]]
+    measured = [run for run in measured if run.get("updates")]
+    if not measured or not args["dt"]:
         return None
+    same_dt = [run for run in measured if same_value(run.get("dt"), args["dt"])]
+    per_update = max(run["wall_time"] / run["updates"] for run in same_dt or measured)
     rounds = int(args["total_time"] / (args["num_envs"] * args["steps_per_round"] * args["dt"]) + 1e-9)
-    return rounds * args["updates_per_round"] * max(per_update)
+    stopped = stopped_run(sweep, point)
+    done = stopped.get("updates", 0) if stopped else 0
+    return max(rounds * args["updates_per_round"] - done, 0) * per_update
+
+
+def next_to_run(pending, seconds_left, runs):
+    """Index in `pending` (schedule order) of the run to start next: the first expected to end in the seconds left
+    (or of unknown length), so that near a deadline the runs that fit go before a longer one that would stop at
+    a checkpoint; when none fits, the first (it starts, stops at the deadline and goes on at the next call)."""
+    for index, (sweep, point) in enumerate(pending):
+        if (expected_seconds(sweep, point, runs) or 0) <= seconds_left:
+            return index
+    return 0
 
 
 def check_wandb(sweeps):
@@ -343,6 +363,21 @@ def main(options):
             progress.console.print(message, soft_wrap=True)
         progress.advance(task)
 
+    pending = list(todo)
+
+    def work(progress, task):
+        """One worker: start the next run as soon as the last one ends, until none is left or the call stops."""
+        while True:
+            with lock:
+                if not pending or stopping.is_set():
+                    return
+                if deadline < math.inf:
+                    index = next_to_run(pending, deadline - time.time(), [*runs, *finished_runs("runs")])
+                else:
+                    index = 0
+                job = pending.pop(index)
+            run(job, progress, task)
+
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
@@ -364,17 +399,19 @@ def main(options):
         task = progress.add_task("runs", total=len(todo))
         pool = ThreadPoolExecutor(max_workers=options.workers)
         try:
-            for future in [pool.submit(run, job, progress, task) for job in todo]:
+            for future in [pool.submit(work, progress, task) for _ in range(options.workers)]:
                 future.result()
         except KeyboardInterrupt:
-            stopping.set()
-            pool.shutdown(wait=False, cancel_futures=True)  # drop the runs that have not started
+            stopping.set()  # the workers start no other run
             with lock:
                 for process in running:  # the scripts stop at the end of a round with a checkpoint
                     process.send_signal(signal.SIGTERM)
             pool.shutdown(wait=True)
             sys.exit("interrupted: finished runs are kept; run the same command again to resume")
         pool.shutdown()
+    for job in pending:  # the deadline came before they started
+        skipped.append(describe(*job))
+        print(f"skipped {skipped[-1]}: the deadline came before it started")
     finished = len(todo) - len(failures) - len(skipped) - len(paused)
     print(f"{finished} runs finished, {len(failures)} failed, in {time.time() - start:.0f} s")
     if paused:

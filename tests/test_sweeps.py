@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from helpers import ROOT, start_and_signal, with_ctrl_c
 
-from dt_wrappers import ENV_SETTINGS
+from dt_wrappers import CHECKPOINT, ENV_SETTINGS
 
 sys.path.insert(0, str(ROOT / "sweeps"))
 import run_local  # noqa: E402
@@ -161,18 +161,22 @@ def test_a_sweep_can_override_every_per_environment_setting(workdir):
 
 def test_the_executor_runs_a_grid_once_in_the_hours_given_and_resumes_after_an_interruption(workdir):
     """--hours: a finished run of the same script and env (another seed) measures 1000 s per round; the dt
-    0.01 point needs 2 rounds (2000 s), more than the 1800 s of --hours 0.5: it starts all the same, saying that
-    it would stop at a checkpoint at the deadline (here it ends in seconds), and so does its dt 0.02 twin."""
+    0.01 point needs 2 rounds (2000 s), more than the 1800 s of --hours 0.5, its dt 0.02 twin one round. With
+    one worker the twin, which fits, goes first, though the schedule puts the finest dt first; then the dt 0.01
+    point starts all the same, saying that it would stop at a checkpoint at the deadline (here it ends in
+    seconds)."""
     (workdir / "tiny.yaml").write_text(TINY_SWEEP)
     measured = workdir / "measured" / "CartPole-v1__dqn_baseline__dt0.01__99__1"
     measured.mkdir(parents=True)
     args = {"env_id": "CartPole-v1", "seed": 99, "updates_per_round": 2, "total_time": 0.8, "dt": 0.01}
     info = {"script": "dqn_baseline.py", "dt": 0.01, "args": args, "completed": True, "updates": 6, "wall_time": 3000}
     (measured / "run.json").write_text(json.dumps(info))
-    first = executor("tiny.yaml", "--results", "measured", "--hours", "0.5", cwd=workdir)
+    first = executor("tiny.yaml", "--results", "measured", "--hours", "0.5", "--workers", "1", cwd=workdir)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert ("started dqn_baseline env_id=CartPole-v1 dt=0.01 seed=4: needs about 33 min, 30 min left; it will stop "
-            "at a checkpoint") in first.stdout  # fmt: skip
+    started = ("started dqn_baseline env_id=CartPole-v1 dt=0.01 seed=4: needs about 33 min, 30 min left; it will "
+               "stop at a checkpoint")  # fmt: skip
+    assert started in first.stdout
+    assert first.stdout.index("done    dqn_baseline env_id=CartPole-v1 dt=0.02") < first.stdout.index(started)
     assert "2 runs finished, 0 failed" in first.stdout and "not started" not in first.stdout
     runs = finished(workdir)
     assert [run["dt"] for run in runs] == [0.01, 0.02] and all(run["script"] == "dqn_baseline.py" for run in runs)
@@ -465,6 +469,33 @@ def test_a_grid_with_round_seconds_knows_its_finished_runs_and_their_cost(workdi
         sweep = run_local.load_sweep("tiny.yaml", overrides)
         (point,) = run_local.grid(sweep)
         assert run_local.expected_seconds(sweep, point, measured) == pytest.approx(8000.0)
+
+
+def test_near_a_deadline_the_runs_that_fit_go_first_and_a_checkpoint_counts_as_progress(workdir, monkeypatch):
+    """The estimate takes the seconds per update of the same dt when a finished run has it (here 50 s at dt 0.02,
+    where dt 0.01 measured 1000 s): dt 0.02's 2 updates, 100 s. With less time left than dt 0.01's 4 updates
+    (4000 s), the next run is dt 0.02, though the schedule puts dt 0.01 first; with none fitting, dt 0.01. A
+    checkpoint after 3 of dt 0.01's updates leaves 1000 s, and dt 0.01 goes first again."""
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    monkeypatch.chdir(workdir)
+    sweep = run_local.load_sweep("tiny.yaml")
+    jobs = run_local.schedule([(sweep, point) for point in run_local.grid(sweep)])
+    assert [point["dt"] for _, point in jobs] == [0.01, 0.02]
+    args = {"env_id": "CartPole-v1", "seed": 99}
+    measured = [{"script": "dqn_baseline.py", "dt": dt, "args": {**args, "dt": dt}, "updates": 4, "wall_time": wall}
+                for dt, wall in ((0.01, 4000.0), (0.02, 200.0))]  # fmt: skip
+    assert [run_local.expected_seconds(*job, measured) for job in jobs] == pytest.approx([4000.0, 100.0])
+    assert run_local.expected_seconds(*jobs[1], measured[:1]) == pytest.approx(2000.0)  # no dt 0.02: any dt's
+    assert run_local.next_to_run(jobs, 3000.0, measured) == 1
+    assert run_local.next_to_run(jobs, 4000.0, measured) == 0
+    assert run_local.next_to_run(jobs, 50.0, measured) == 0
+    stopped = workdir / "runs" / "CartPole-v1__dqn_baseline__dt0.01__4__1"
+    stopped.mkdir(parents=True)
+    info = {"script": "dqn_baseline.py", "dt": 0.01, "args": run_local.run_args(*jobs[0]), "completed": False}
+    (stopped / "run.json").write_text(json.dumps(info | {"updates": 3}))
+    (stopped / CHECKPOINT).write_bytes(b"")
+    assert run_local.expected_seconds(*jobs[0], measured) == pytest.approx(1000.0)
+    assert run_local.next_to_run(jobs, 3000.0, measured) == 0
 
 
 def test_one_algorithms_table_and_page(tmp_path):
