@@ -11,8 +11,9 @@ runs/<run_name>/ as usual; a grid point whose finished run is already there (run
 the same script and arguments), or in a --results folder, is skipped, and one whose run was stopped
 with a checkpoint goes on from it (the same command plus --resume), so an interrupted sweep resumes
 where it stopped, in this session or a later one. With --hours, the runs still going at the deadline
-get SIGTERM: each saves a checkpoint at the end of its round and stops, to go on at the next call; before
-it, a free worker starts the first run (seed by seed, finest dt first) expected to end in the time left.
+get SIGTERM: each saves a checkpoint at the end of its round and stops, to go on at the next call; until
+then a free worker starts the first run (seed by seed, finest dt first) expected to end in the time left
+(or of unknown length), or when none is, the first.
 The sweep files pass --track: log in with `wandb login`, or set WANDB_MODE=offline (local W&B
 files) or WANDB_MODE=disabled (no W&B at all).
 """
@@ -142,24 +143,27 @@ def same_value(recorded, wanted):
     return recorded == wanted
 
 
+def read_run(path):
+    """A run.json, or None while its run is writing it (the scripts rewrite it at their start and end)."""
+    try:
+        with open(path) as file:
+            return json.load(file)
+    except json.JSONDecodeError:
+        return None
+
+
 def finished_runs(runs_dir):
     """run.json of every run that ended normally (not interrupted, not crashed)."""
-    runs = []
-    for path in Path(runs_dir).glob("*/run.json"):
-        with open(path) as file:
-            info = json.load(file)
-        if info.get("completed"):
-            runs.append(info)
-    return runs
+    runs = [read_run(path) for path in Path(runs_dir).glob("*/run.json")]
+    return [info for info in runs if info and info.get("completed")]
 
 
 def resumable_runs(runs_dir):
     """run.json of every unfinished run that has a checkpoint to go on from, with its folder as "run_dir"."""
     runs = []
     for path in sorted(Path(runs_dir).glob("*/run.json"), reverse=True):  # the latest start first
-        with open(path) as file:
-            info = json.load(file)
-        if not info.get("completed") and (path.parent / CHECKPOINT).is_file():
+        info = read_run(path)
+        if info and not info.get("completed") and (path.parent / CHECKPOINT).is_file():
             runs.append({**info, "run_dir": str(path.parent)})
     return runs
 
@@ -201,9 +205,10 @@ def is_done(sweep, point, runs):
     return bool(same_point(sweep, point, runs))
 
 
-def stopped_run(sweep, point):
-    """run.json (with "run_dir") of this point's latest run stopped with a checkpoint in runs/, or None."""
-    stopped = same_point(sweep, point, resumable_runs("runs"))
+def stopped_run(sweep, point, stopped_runs=None):
+    """run.json (with "run_dir") of this point's latest run stopped with a checkpoint in runs/ (or among
+    `stopped_runs`, resumable_runs' list), or None."""
+    stopped = same_point(sweep, point, resumable_runs("runs") if stopped_runs is None else stopped_runs)
     return stopped[0] if stopped else None
 
 
@@ -213,12 +218,13 @@ def resume_dir(sweep, point):
     return stopped["run_dir"] if stopped else None
 
 
-def expected_seconds(sweep, point, runs):
-    """Wall-clock seconds the point's run should still take: the updates it has left (all of them, or those after
-    its checkpoint) times the slowest seconds per update of the finished runs of the same script, env and dt, or
-    of any dt when none has this one (a coarse dt costs more per update: Ant's dt 0.05 twice its dt 0.005). None
-    without such a run, or with the env's native dt. Per update, not per round: --round-seconds changes the
-    rounds' length, not the updates per physical second."""
+def expected_seconds(sweep, point, runs, stopped_runs=None):
+    """Wall-clock seconds the point's run should still take: the updates it has left (all of them, or those
+    after the checkpoint a SIGTERM left; `stopped_runs` as in stopped_run) times the slowest seconds per update
+    of the finished runs of the same script, env and dt, or of any dt when none has this one (a coarse dt costs
+    more per update: Ant's dt 0.05 about twice its dt 0.005). None without such a run, or with the env's native
+    dt. Per update, not per round: --round-seconds changes the rounds' length, not the updates per physical
+    second."""
     script, args = Path(sweep["program"]).name, run_args(sweep, point)
     measured = [run for run in runs if run["script"] == script and run["args"]["env_id"] == args["env_id"]]
     measured = [run for run in measured if run.get("updates")]
@@ -227,17 +233,19 @@ def expected_seconds(sweep, point, runs):
     same_dt = [run for run in measured if same_value(run.get("dt"), args["dt"])]
     per_update = max(run["wall_time"] / run["updates"] for run in same_dt or measured)
     rounds = int(args["total_time"] / (args["num_envs"] * args["steps_per_round"] * args["dt"]) + 1e-9)
-    stopped = stopped_run(sweep, point)
-    done = stopped.get("updates", 0) if stopped else 0
+    stopped = stopped_run(sweep, point, stopped_runs)
+    # A SIGTERM saves the checkpoint with the run.json it writes; after a Ctrl-C or a kill, the checkpoint can be older.
+    done = stopped.get("updates", 0) if stopped and stopped.get("stopped_by") == "SIGTERM" else 0
     return max(rounds * args["updates_per_round"] - done, 0) * per_update
 
 
 def next_to_run(pending, seconds_left, runs):
     """Index in `pending` (schedule order) of the run to start next: the first expected to end in the seconds left
-    (or of unknown length), so that near a deadline the runs that fit go before a longer one that would stop at
-    a checkpoint; when none fits, the first (it starts, stops at the deadline and goes on at the next call)."""
+    (or of unknown length), so that runs that end go before a longer one that would stop at the deadline with a
+    checkpoint; when none fits, the first (it starts, stops at the deadline and goes on at the next call)."""
+    stopped_runs = resumable_runs("runs")
     for index, (sweep, point) in enumerate(pending):
-        if (expected_seconds(sweep, point, runs) or 0) <= seconds_left:
+        if (expected_seconds(sweep, point, runs, stopped_runs) or 0) <= seconds_left:
             return index
     return 0
 
@@ -414,11 +422,11 @@ def main(options):
         print(f"skipped {skipped[-1]}: the deadline came before it started")
     finished = len(todo) - len(failures) - len(skipped) - len(paused)
     print(f"{finished} runs finished, {len(failures)} failed, in {time.time() - start:.0f} s")
+    limit = f" (--hours {options.hours:g})" if options.hours else ""  # or a SIGTERM from elsewhere
     if paused:
-        print(f"{len(paused)} runs stopped at a checkpoint (--hours {options.hours:g}): run the same command again "
-              "to go on")  # fmt: skip
+        print(f"{len(paused)} runs stopped at a checkpoint{limit}: run the same command again to go on")
     if skipped:
-        print(f"{len(skipped)} runs not started (--hours {options.hours:g}): run the same command again to go on")
+        print(f"{len(skipped)} runs not started{limit}: run the same command again to go on")
     if failures:
         sys.exit(1)
 
