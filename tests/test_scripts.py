@@ -111,6 +111,32 @@ def test_same_seed_same_returns(script, threads, tmp_path):
     assert returns[0] == returns[1] and len(set(returns[0])) > 1
 
 
+@pytest.mark.parametrize("script", DISCRETE)
+def test_training_depends_on_neither_the_budget_nor_the_evaluation_schedule(script, tmp_path):
+    """A run with a longer budget is the shorter run continued: the same evaluations up to the shorter one's end
+    (so the 12600-s CartPole grid's runs continue the 1800-s grid's). Evaluating more often leaves the learned
+    networks as they are; only the evaluation envs' next episodes move on (docs/reproduce.md)."""
+    # dt 2^-7: rounds of 0.3125 s, so that physical time adds up exactly and the longer run evaluates at 5 s too
+    common = [*ACTION_TYPES[script][0], *TINY[:-2], "--dt", "0.0078125", "--seed", "3", "--save-model"]
+    runs = {"short": ("5", "1.25"), "long": ("10", "1.25"), "often": ("5", "0.3125")}
+    for name, (total_time, eval_every) in runs.items():
+        (tmp_path / name).mkdir()
+        run_script(script, *common, "--total-time", total_time, "--eval-every", eval_every, cwd=tmp_path / name)
+    logged = {
+        name: [(row["physical_time"], row["updates"], row["scaled_return"]) for row in read_evals(tmp_path / name)]
+        for name in runs
+    }
+    assert logged["long"][: len(logged["short"])] == logged["short"] and len(logged["long"]) > len(logged["short"])
+    assert len(logged["often"]) > len(logged["short"])
+    short, often = (torch.load(next((tmp_path / name).glob("runs/*/model.pt"))) for name in ("short", "often"))
+    assert short.keys() == often.keys() and len(short) > 2
+    for key in short.keys() - {"args", "eval_envs"}:  # the networks and the optimizer's state, tensor by tensor
+        flat_short, flat_often = (torch.utils._pytree.tree_flatten(model[key]) for model in (short, often))
+        assert flat_short[1] == flat_often[1], key
+        for leaf, other in zip(flat_short[0], flat_often[0], strict=True):
+            assert torch.equal(leaf, other) if isinstance(leaf, torch.Tensor) else leaf == other, key
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_sweep_agent_key_value_form_and_tracking_offline(script, tmp_path):
     # What a W&B agent runs: --key=value pairs and --track (from ${args_no_boolean_flags}).
