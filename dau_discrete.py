@@ -126,7 +126,7 @@ class Args:
     """width of the two hidden layers"""
 
 
-def check_args(args, dt, obs_dim, action_dim):
+def check_args(args, dt, obs_dim, action_dim, device=None):
     """Refuse arguments that cannot give a meaningful run, before any work."""
     check_dt(dt)
     for name in ("num_envs", "num_eval_envs", "steps_per_round", "updates_per_round", "batch_size"):
@@ -143,11 +143,18 @@ def check_args(args, dt, obs_dim, action_dim):
                          f"dt {dt:g}, fewer than --batch-size ({args.batch_size})")  # fmt: skip
     rows, available = buffer_rows(args, dt), psutil.virtual_memory().available
     needed = rows * 4 * (2 * obs_dim + action_dim + 2)  # (s, a, r, terminated, s') in float32 per transition
-    if 2 * needed > available:
+    # The buffer and, while a checkpoint is written, a copy of its rows: both in host memory on the CPU; on a GPU
+    # the buffer in its memory (2 GiB left to CUDA itself) and the copy in host memory.
+    copies, where = 2, ""
+    if device is not None and device.type == "cuda":
+        gpu_available = max(0, torch.cuda.mem_get_info(device)[0] - 2**31)
+        copies, where = 1, "on the GPU (2 GiB kept for CUDA) " if gpu_available < available else "in host memory "
+        available = min(available, gpu_available)
+    if copies * needed > available:
         raise ValueError(f"the replay buffer needs {needed / 1e9:.1f} GB for {rows} transitions, and as much "
-                         f"again to write a checkpoint of it "
-                         f"(--buffer-time {args.buffer_time:g} s at dt {dt:g}), but {available / 1e9:.1f} GB are "
-                         "available: lower --buffer-time (or --total-time)")  # fmt: skip
+                         f"again in host memory to write a checkpoint of it (--buffer-time {args.buffer_time:g} s "
+                         f"at dt {dt:g}), but {where}{available / 1e9:.1f} GB are available: lower --buffer-time "
+                         "(or --total-time)")  # fmt: skip
     if not 0 < args.gamma <= 1:
         raise ValueError(f"--gamma must be in (0, 1], got {args.gamma}")
     if not 0 <= args.epsilon <= 1:
@@ -264,7 +271,9 @@ class ReplayBuffer:
         return obs, action.long(), reward.squeeze(-1), terminated.squeeze(-1), next_obs
 
     def state_dict(self):  # the filled rows only
-        fields = [field[: self.size].clone() if self.size < self.capacity else field for field in self.fields]
+        # Host tensors: the filled rows copied (from a GPU, straight to host memory); a full ring on the CPU as it is.
+        fields = [field[: self.size].to("cpu", copy=True) if self.size < self.capacity else field.cpu()
+                  for field in self.fields]  # fmt: skip
         return {"capacity": self.capacity, "size": self.size, "position": self.position, "fields": fields}
 
     def load_state_dict(self, state):
@@ -272,7 +281,7 @@ class ReplayBuffer:
         self.size = state["size"]
         self.position = state["position"] if state["capacity"] == self.capacity else self.size
         for field, saved in zip(self.fields, state["fields"], strict=True):
-            field[: self.size] = saved.to(field.device)
+            field[: self.size].copy_(saved)
 
 
 # What update() returns, per gradient step: the TD loss mean(td^2), mean V, mean |A|, the terminal transitions' part
@@ -326,6 +335,44 @@ def explore(values, noise, exploration, epsilon):
     return torch.where(explore_now, random_action, values.argmax(-1))
 
 
+def graphed(train_round, modules, optimizer):
+    """`train_round` as one CUDA graph, for a GPU: small networks at batch 256 are bound by the launches of a
+    round's ten thousand or so kernels, not by their arithmetic, and a graph launches them all at once. The same
+    kernels on the same numbers (PyTorch's whole-network capture), captured at the first round, after any
+    --resume load; every round replays it. Capture needs a warm-up (the optimizer's lazy state, cuBLAS's
+    workspaces), which is undone: the first replay starts from the state the run had."""
+    graph, static_batches, static_stats = torch.cuda.CUDAGraph(), [], None
+
+    def replay(batches):
+        nonlocal static_stats
+        if not static_batches:
+            saved = [{name: tensor.clone() for name, tensor in module.state_dict().items()} for module in modules]
+            saved_optimizer = {parameter: {name: tensor.clone() for name, tensor in state.items()}
+                               for parameter, state in optimizer.state.items()}  # fmt: skip
+            static_batches.extend(field.clone() for field in batches)  # the graph reads its batches from here
+            side_stream = torch.cuda.Stream()
+            side_stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side_stream):
+                train_round(static_batches)
+            torch.cuda.current_stream().wait_stream(side_stream)
+            with torch.cuda.graph(graph):
+                static_stats = train_round(static_batches)
+            for module, state in zip(modules, saved, strict=True):
+                module.load_state_dict(state)  # in place: the graph keeps the tensors' addresses
+            for parameter, state in optimizer.state.items():
+                for name, tensor in state.items():
+                    if parameter in saved_optimizer:  # a resumed run's state
+                        tensor.copy_(saved_optimizer[parameter][name])
+                    else:  # a fresh run: RMSprop (momentum 0, not centred) starts from a zero step and average
+                        tensor.zero_()
+        for static, field in zip(static_batches, batches, strict=True):
+            static.copy_(field)
+        graph.replay()
+        return static_stats
+
+    return replay
+
+
 def env_step(envs, action):
     """Step the envs. Returns the next observations, the rewards, the termination flags and the
     transitions' true next observations: at a time-limit truncation the last observation of the
@@ -359,7 +406,11 @@ def make_vector_env(args, dt, num_envs, seed):
 
 if __name__ == "__main__":
     args, resumed = parse_args(Args, __doc__ + "\n" + settings_help(), os.path.basename(__file__))
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (read when CUDA starts)
     device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
+    if resumed and resumed.get("device", "cpu") != device.type:  # (no key: a checkpoint from before the GPU path)
+        sys.exit(f"error: {args.resume} ran on {resumed.get('device', 'cpu')} and would continue on {device.type} "
+                 "with other numbers: resume it where it ran (CUDA_VISIBLE_DEVICES= hides a GPU)")  # fmt: skip
     if args.eval_model:  # evaluate a saved model in the env and at the dt it was trained with
         checkpoint = torch.load(args.eval_model, map_location=device)  # weights_only: loading runs no code
         for name in ("env_id", "dt", "time_limit", "hidden_size"):
@@ -374,7 +425,7 @@ if __name__ == "__main__":
         for name, setting in env_settings(probe).items():  # the env's defaults for what was left unset
             if hasattr(args, name) and getattr(args, name) is None:
                 setattr(args, name, setting)
-        check_args(args, dt, probe.observation_space.shape[0], 1)
+        check_args(args, dt, probe.observation_space.shape[0], 1, device)
     except (ValueError, gym.error.Error) as error:
         sys.exit(f"error: {error}")
     run_name = f"{args.env_id}__{args.exp_name}__dt{dt:g}__{args.seed}__{int(time.time())}"
@@ -397,7 +448,10 @@ if __name__ == "__main__":
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.use_deterministic_algorithms(device.type == "cpu")
+    torch.use_deterministic_algorithms(True)  # same seed, same numbers, on a GPU too (with cuBLAS's setting above)
+    # Deterministic mode also fills each new tensor with NaN, a guard against reading unwritten memory: on the CPU
+    # it stays (the tests run there); on a GPU it would add a kernel to most ops an update or a step launches.
+    torch.utils.deterministic.fill_uninitialized_memory = device.type == "cpu"
 
     eval_envs = make_vector_env(args, dt, args.num_eval_envs, args.seed + args.num_envs)
     obs_dim, num_actions = probe.observation_space.shape[0], int(probe.action_space.n)
@@ -428,10 +482,18 @@ if __name__ == "__main__":
     optimizer = torch.optim.RMSprop(
         [{"params": [*value.parameters(), *advantage.parameters()], "lr": args.learning_rate * dt}],
         alpha=1 - dt, momentum=0, foreach=True,  # foreach: the same arithmetic as the per-tensor loop, faster
+        capturable=device.type == "cuda",  # its step counts on the GPU, as a CUDA graph needs; the same arithmetic
     )  # fmt: skip
     envs = make_vector_env(args, dt, args.num_envs, args.seed)
     buffer = ReplayBuffer(buffer_rows(args, dt), obs_dim, device)
     noise = OUNoise((args.num_envs, num_actions), args.ou_kappa, args.ou_sigma, dt, device)
+
+    def train_round(batches):  # Alg. lines "for k = 1, nb_learn": one gradient step on each batch
+        return torch.stack([update([field[k] for field in batches], value, advantage, optimizer, dt, args.gamma)
+                            for k in range(args.updates_per_round)])  # fmt: skip
+
+    if device.type == "cuda":  # the same round, launched at once (see graphed)
+        train_round = graphed(train_round, [*networks.values(), *targets.values()], optimizer)
 
     run_dir = args.resume or os.path.join("runs", run_name)
     os.makedirs(run_dir, exist_ok=True)
@@ -477,7 +539,7 @@ if __name__ == "__main__":
     def save_state():  # runs/<run_name>/checkpoint.pt: all that --resume needs to go on as if never stopped
         counters = (physical_time, env_steps, updates, next_eval, next_log, last_eval, next_checkpoint, eval_seconds,
                     time.time() - start)  # fmt: skip
-        state = {"script": os.path.basename(__file__), "run_name": run_name, "args": vars(args),
+        state = {"script": os.path.basename(__file__), "run_name": run_name, "args": vars(args), "device": device.type,
                  "wandb_id": wandb_id, "counters": dict(zip(COUNTERS, counters, strict=True)),
                  "networks": {name: network.state_dict() for name, network in (networks | targets).items()},
                  "optimizer": optimizer.state_dict(), "replay": buffer.state_dict(), "noise": noise.z,
@@ -562,11 +624,7 @@ if __name__ == "__main__":
                     obs = next_obs
                 physical_time += round_time
                 env_steps += args.num_envs * args.steps_per_round
-                batches = buffer.sample(args.updates_per_round, args.batch_size)
-                stats = torch.stack(
-                    [update([field[k] for field in batches], value, advantage, optimizer, dt, args.gamma)
-                     for k in range(args.updates_per_round)]
-                ).cpu()  # fmt: skip
+                stats = train_round(buffer.sample(args.updates_per_round, args.batch_size)).cpu()
                 if not torch.isfinite(stats).all():
                     first = updates + int((~torch.isfinite(stats)).any(1).nonzero()[0])
                     sys.exit(f"error: non-finite loss at update {first} (physical time {physical_time:.1f} s)")

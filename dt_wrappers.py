@@ -318,8 +318,9 @@ def set_time_step(env, dt):
 
 def library_versions():
     """Python's and the libraries' versions a run's numbers depend on (run.json), None for one not installed."""
-    versions = {"python": platform.python_version()}
-    for name in ("torch", "numpy", "gymnasium", "mujoco", "box2d"):
+    # torch's own version names its build (2.13.0+cpu, 2.11.0+cu130), which a GPU image's pip metadata may not.
+    versions = {"python": platform.python_version(), "torch": torch.__version__}
+    for name in ("numpy", "gymnasium", "mujoco", "box2d"):
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -439,13 +440,15 @@ def set_env_state(env, state):
     physics = state["physics"]
     if physics is None:
         return False
+    # .cpu(): a state loaded onto a GPU (--eval-model's map_location) comes back to host memory.
     if isinstance(base, MujocoEnv):
-        mujoco.mj_setState(base.model, base.data, physics["integration"].numpy(), mujoco.mjtState.mjSTATE_INTEGRATION)
+        integration = physics["integration"].cpu().numpy()
+        mujoco.mj_setState(base.model, base.data, integration, mujoco.mjtState.mjSTATE_INTEGRATION)
         for name in MUJOCO_DERIVED:
-            getattr(base.data, name)[:] = physics[name].numpy()
+            getattr(base.data, name)[:] = physics[name].cpu().numpy()
     else:
         for name, value in physics.items():
-            setattr(base, name, value.numpy() if isinstance(value, torch.Tensor) else value)
+            setattr(base, name, value.cpu().numpy() if isinstance(value, torch.Tensor) else value)
     return True
 
 

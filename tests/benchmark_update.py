@@ -21,6 +21,7 @@ bookkeeping, "the rest") can lift the ratio past it without changing what the ru
 """
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -32,21 +33,30 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # as the scripts set it: deterministic cuBLAS
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import dau_continuous as dau  # noqa: E402
 import ddpg_baseline as ddpg  # noqa: E402
 
 
-def bare_updates_per_second(script, seconds=10.0, obs_dim=3, action_dim=1, batch_size=256, dt=0.01, gamma=0.8):
-    torch.use_deterministic_algorithms(True)  # as the scripts do on the CPU
+def bare_updates_per_second(
+    script, seconds=10.0, obs_dim=3, action_dim=1, batch_size=256, dt=0.01, gamma=0.8, device="cpu", graph=False
+):
+    """`graph`: on CUDA, each round replayed as one CUDA graph, as the scripts run there (their `graphed`)."""
+    device = torch.device(device)
+    torch.use_deterministic_algorithms(True)  # as the scripts do
+    torch.utils.deterministic.fill_uninitialized_memory = device.type == "cpu"
     batch = (torch.randn(batch_size, obs_dim), torch.rand(batch_size, action_dim) * 2 - 1, torch.randn(batch_size),
              torch.zeros(batch_size), torch.randn(batch_size, obs_dim))  # fmt: skip
+    batch = [field.to(device) for field in batch]
     normalizer = dau.Normalizer(obs_dim)
     actor = dau.Actor(obs_dim, action_dim, 256, normalizer)
     if script == "dau_continuous.py":
         value, advantage = dau.Value(obs_dim, 256, normalizer), dau.Advantage(obs_dim, action_dim, 256, normalizer)
         critic_parameters, lr_scale = [*value.parameters(), *advantage.parameters()], dt
+        modules = [value.to(device), advantage.to(device), actor.to(device)]
 
         def update(optimizer):
             return dau.update(batch, value, advantage, actor, optimizer, dt, gamma)
@@ -57,17 +67,25 @@ def bare_updates_per_second(script, seconds=10.0, obs_dim=3, action_dim=1, batch
             dau.Actor(obs_dim, action_dim, 256, normalizer),
         )
         critic_parameters, lr_scale = list(qf.parameters()), 0.01  # --ref-dt
+        modules = [network.to(device) for network in (qf, target_qf, actor, target_actor)]
 
         def update(optimizer):
             return ddpg.update(batch, qf, target_qf, actor, target_actor, optimizer, dt, gamma, lr_scale, 0.0)
 
     optimizer = torch.optim.RMSprop(
         [{"params": critic_parameters, "lr": 0.1 * lr_scale}, {"params": actor.parameters(), "lr": 0.03 * lr_scale}],
-        alpha=1 - lr_scale, momentum=0, foreach=True,
+        alpha=1 - lr_scale, momentum=0, foreach=True, capturable=device.type == "cuda",
     )  # fmt: skip
+
+    def train_round(batches):  # one round's updates, as the scripts run them (here on one fixed batch)
+        return torch.stack([update(optimizer) for _ in range(50)])
+
+    if graph:
+        train_round = dau.graphed(train_round, [normalizer, *modules], optimizer)
+        train_round(batch).cpu()  # the capture, untimed
     count, start = 0, time.time()
     while time.time() - start < seconds:
-        torch.stack([update(optimizer) for _ in range(50)]).cpu()  # one round's updates, as the scripts run them
+        train_round(batch).cpu()
         count += 50
     return count / (time.time() - start)
 
@@ -99,7 +117,15 @@ if __name__ == "__main__":
     parser.add_argument("--dt", type=float, default=0.01)
     parser.add_argument("--total-time", type=float, default=600.0)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--gpu", action="store_true", help="the bare loop only, on CUDA: op by op, then as graphs")
     options = parser.parse_args()
+    if options.gpu:  # HalfCheetah's sizes (the card's command)
+        for script in ("dau_continuous.py", "ddpg_baseline.py"):
+            rates = [bare_updates_per_second(script, 5.0, 17, 6, dt=0.005, device="cuda", graph=graph)
+                     for graph in (False, True)]  # fmt: skip
+            print(f"{script} on {torch.cuda.get_device_name()}: {rates[0]:.0f} updates/s op by op, "
+                  f"{rates[1]:.0f} as CUDA graphs ({rates[1] / rates[0]:.1f}x)")  # fmt: skip
+        sys.exit(0)
     ratios = {"dau_continuous.py": [], "ddpg_baseline.py": []}
     ceilings = {script: [] for script in ratios}
     for _ in range(options.repeats):

@@ -1,7 +1,13 @@
 import os
 
-import pytest
-import torch
+# The scripts train on a GPU whenever torch sees one. The suite tests the CPU unless DAU_TEST_DEVICE=cuda
+# (docs/common.md, "On a GPU"): hidden here, the GPU is hidden from every script a test starts too.
+if os.environ.get("DAU_TEST_DEVICE", "cpu") != "cuda":
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # as the scripts set it: deterministic cuBLAS
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 # Headless MuJoCo rendering through EGL (no display on CI).
 os.environ.setdefault("MUJOCO_GL", "egl")

@@ -2,19 +2,22 @@
 # Wheels for the GPU machine (issue 26). It has CUDA torch, numpy, scipy, matplotlib, rich, psutil, pyyaml,
 # pytest and pytest-xdist, but no network. This fetches, here, what a run and the test suite import beyond
 # those: for its Python 3.12 on x86-64, at the versions this machine's environment has (the CPU results' own),
-# into .whl/ (git-ignored), about 41 MB of the 64 MiB that travels with a call. Videos are left out: moviepy
-# needs imageio-ffmpeg, 68 MB alone.
+# into .whl/ (git-ignored), 52 MB of the 64 MiB that travels with a call. Videos are left out: moviepy
+# needs imageio-ffmpeg, 68 MB alone (the video tests skip without them).
 #
 #   here:  bash tests/gpu_wheels.sh [python]     (python: the environment to read versions from; .venv's by default)
 #   there: python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-#          && export PYTHONPATH=/tmp/site
+#          && export PYTHONPATH=/tmp/site MUJOCO_GL=disable     (no EGL library there: importing MuJoCo fails)
+#          && DAU_TEST_DEVICE=cuda python3 -m pytest -n 14     (docs/common.md, "On a GPU")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${1:-.venv/bin/python}
 # What the runs import (gymnasium, MuJoCo, Box2D, tyro, wandb for --track and the offline-W&B tests), then
-# what those need that the GPU machine lacks (its package list: the device tool's KINDS.md). mujoco-studio
-# (12 MB, the viewer) and glfw (windows) are left out: `import mujoco` goes without them.
-packages="gymnasium farama-notifications mujoco mujoco-core pyopengl Box2D tyro docstring-parser typeguard
+# what those need that the GPU machine lacks (its package list: the device tool's KINDS.md), as found by
+# importing them there: Gymnasium's MuJoCo envs import glfw, its Box2D envs pygame. mujoco-studio (12 MB, the
+# viewer) is left out: `import mujoco` goes without it.
+packages="gymnasium farama-notifications mujoco mujoco-core pyopengl glfw Box2D pygame-ce tyro docstring-parser
+  typeguard
   wandb pydantic pydantic-core annotated-types typing-inspection platformdirs cwevals distro sniffio
   googleapis-common-protos
   opentelemetry-api opentelemetry-sdk opentelemetry-proto opentelemetry-semantic-conventions

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import gymnasium as gym
-import imageio_ffmpeg
 import mujoco
 import numpy as np
 import pytest
@@ -374,6 +373,7 @@ def test_videos_sample_frames_in_physical_time(env_id, tmp_path):
     """A 1-second episode gives 31 frames at 30 fps (t = 0, 1/30, ..., 1) whatever dt: at dt 0.0005 (2000
     steps, a frame every ~67 steps), 0.01, and 0.05 (a step longer than a frame: frames repeat). The mp4
     plays for 1 s (moviepy 2.2 sometimes drops the last frame when it writes: 30 or 31 frames)."""
+    imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")  # moviepy's ffmpeg: not carried to the GPU machine (68 MB)
     for dt in (0.05, 0.01, 0.0005):
         env = PhysicalTimeVideo(make_env(env_id, dt, 1.0, seed=0, render_mode="rgb_array"), tmp_path / f"dt{dt}",
                                 episode_trigger=lambda episode: True, fps=30)  # fmt: skip
@@ -389,6 +389,7 @@ def test_videos_sample_frames_in_physical_time(env_id, tmp_path):
 
 
 def test_evaluation_videos_record_evaluations_0_1_4_16_and_the_last(tmp_path):
+    pytest.importorskip("moviepy")  # Gymnasium's video writer; not carried to the GPU machine
     videos = EvaluationVideos("Pendulum-v1", 0.01, 0.5, tmp_path, seed=0)
     for index in range(18):
         videos.record(lambda obs: np.zeros(1, dtype=np.float32), f"physical-time-{10 * index}s", final=index == 17)
@@ -400,6 +401,7 @@ def test_mujoco_videos_follow_the_body(tmp_path):
     """A trained cheetah runs 50+ m in a video: frames come from the model's `track` camera, so with the body
     moved 20 m down the track it is still in the picture (its reddish pixels: none on the black and green
     floor; measured 3388 here, 0 with the default free camera)."""
+    pytest.importorskip("moviepy")  # Gymnasium's video writer; not carried to the GPU machine
     videos = EvaluationVideos("HalfCheetah-v4", 0.05, 1.0, tmp_path, seed=0)
     videos.env.reset()
     base = videos.env.unwrapped

@@ -221,6 +221,7 @@ def stopped_run(tmp_path_factory):
         ("dau_continuous.py", [], "missing", "no checkpoint.pt in it"),
         ("dau_continuous.py", [], "truncated", "is not a readable checkpoint"),
         ("dau_continuous.py", [], "garbage", "is not a readable checkpoint"),
+        ("dau_continuous.py", [], "other device", "and would continue on"),
     ],
 )
 def test_a_resume_that_cannot_be_exact_is_refused_before_any_work(script, args, damage, message, stopped_run, tmp_path):
@@ -235,6 +236,9 @@ def test_a_resume_that_cannot_be_exact_is_refused_before_any_work(script, args, 
         checkpoint.write_bytes(checkpoint.read_bytes()[: checkpoint.stat().st_size // 2])
     elif damage == "garbage":
         checkpoint.write_bytes(b"not a checkpoint")
+    elif damage == "other device":  # a GPU's run resumed on the CPU, or the other way round: other numbers
+        state = torch.load(checkpoint, weights_only=True)
+        save_checkpoint({**state, "device": "cpu" if torch.cuda.is_available() else "cuda"}, checkpoint)
     evals_before = (run_dir / "evals.csv").read_bytes()
     result = run_script(script, "--resume", str(run_dir), *args, cwd=tmp_path, check=False, timeout=120)
     assert result.returncode != 0 and message in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,138 @@
+"""The scripts' GPU path: a round replayed as a CUDA graph computes what the same round computes launched op by
+op, and the memory check reads the GPU's memory. The graph tests need CUDA (DAU_TEST_DEVICE=cuda on a GPU
+machine, docs/common.md "On a GPU"); the memory check runs anywhere."""
+
+import importlib
+import re
+
+import pytest
+import torch
+from test_scripts import CONTINUOUS, SCRIPTS, env_defaults
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (DAU_TEST_DEVICE=cuda)")
+
+
+def round_parts(script, device, obs_dim=17, action_dim=6, hidden_size=64, updates=5, batch_size=32):
+    """The script's networks, optimizer and train_round as its main block makes them (HalfCheetah's sizes for
+    the continuous scripts, six actions for the discrete ones), and a maker of a round's batches."""
+    module = importlib.import_module(script[: -len(".py")])
+    torch.manual_seed(0)
+    normalizer = module.Normalizer(obs_dim).to(device)
+    normalizer.update(torch.randn(100, obs_dim, device=device) * 3 + 1)
+    dt, gamma, tau = 0.005, 0.8, 0.5
+    if script == "dau_continuous.py":
+        value = module.Value(obs_dim, hidden_size, normalizer)
+        advantage = module.Advantage(obs_dim, action_dim, hidden_size, normalizer)
+        actor = module.Actor(obs_dim, action_dim, hidden_size, normalizer)
+        modules = [value.to(device), advantage.to(device), actor.to(device)]
+        groups = [[*value.parameters(), *advantage.parameters()], list(actor.parameters())]
+
+        def update(batch, optimizer):
+            return module.update(batch, value, advantage, actor, optimizer, dt, gamma)
+    elif script == "ddpg_baseline.py":
+        qf, target_qf = (module.QNetwork(obs_dim, action_dim, hidden_size, normalizer) for _ in range(2))
+        actor, target_actor = (module.Actor(obs_dim, action_dim, hidden_size, normalizer) for _ in range(2))
+        modules = [network.to(device) for network in (qf, target_qf, actor, target_actor)]
+        groups = [list(qf.parameters()), list(actor.parameters())]
+
+        def update(batch, optimizer):
+            return module.update(batch, qf, target_qf, actor, target_actor, optimizer, dt, gamma, 0.01, tau)
+    elif script == "dau_discrete.py":
+        value = module.Value(obs_dim, hidden_size, normalizer)
+        advantage = module.Advantage(obs_dim, action_dim, hidden_size, normalizer)
+        modules = [value.to(device), advantage.to(device)]
+        groups = [[*value.parameters(), *advantage.parameters()]]
+
+        def update(batch, optimizer):
+            return module.update(batch, value, advantage, optimizer, dt, gamma)
+    else:
+        qf, target_qf = (module.QNetwork(obs_dim, action_dim, hidden_size, normalizer) for _ in range(2))
+        modules = [qf.to(device), target_qf.to(device)]
+        groups = [list(qf.parameters())]
+
+        def update(batch, optimizer):
+            return module.update(batch, qf, target_qf, optimizer, dt, gamma, 0.01, tau)
+
+    optimizer = torch.optim.RMSprop([{"params": group, "lr": 0.1 * dt} for group in groups], alpha=1 - dt,
+                                    momentum=0, foreach=True, capturable=device.type == "cuda")  # fmt: skip
+
+    def train_round(batches):
+        return torch.stack([update([field[k] for field in batches], optimizer) for k in range(updates)])
+
+    def batches(seed):
+        generator = torch.Generator(device).manual_seed(seed)
+        shape = (updates, batch_size)
+        if script in CONTINUOUS:
+            action = torch.rand(*shape, action_dim, generator=generator, device=device) * 2 - 1
+        else:
+            action = torch.randint(action_dim, (*shape, 1), generator=generator, device=device)
+        return [torch.randn(*shape, obs_dim, generator=generator, device=device), action,
+                torch.randn(*shape, generator=generator, device=device),
+                (torch.rand(*shape, generator=generator, device=device) < 0.2).float(),
+                torch.randn(*shape, obs_dim, generator=generator, device=device)]  # fmt: skip
+
+    return module, [normalizer, *modules], optimizer, train_round, batches
+
+
+def whole_state(modules, optimizer):
+    return [*(tensor for module in modules for tensor in module.state_dict().values()),
+            *(tensor for state in optimizer.state.values() for tensor in state.values())]  # fmt: skip
+
+
+@pytest.fixture
+def as_the_scripts_run_on_a_gpu():
+    """Deterministic algorithms without the NaN fill, as the scripts set them on CUDA (conftest sets cuBLAS's
+    workspace); put back afterwards for the other tests of this process."""
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = False
+    yield
+    torch.use_deterministic_algorithms(False)
+    torch.utils.deterministic.fill_uninitialized_memory = fill
+
+
+@cuda
+@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("eager_rounds", [0, 2])  # a fresh run, and one with optimizer state (as after --resume)
+def test_a_graphed_round_computes_what_the_eager_round_computes(script, eager_rounds, as_the_scripts_run_on_a_gpu):
+    """Rounds replayed as one CUDA graph against the same rounds launched op by op, from the same state:
+    the same statistics, parameters, targets and RMSprop state, bit for bit, round after round. The capture's
+    warm-up is undone, so the first replayed round starts where the run was. (The round here is built like the
+    scripts' own train_round; that each script hands `graphed` all the networks its update changes is read, not
+    tested: a GPU run of the script would compute the same wrong numbers twice.)"""
+    device = torch.device("cuda")
+    module, modules, optimizer, train_round, batches = round_parts(script, device)
+    _, graph_modules, graph_optimizer, graph_round, _ = round_parts(script, device)  # the same, twice
+    for seed in range(eager_rounds):
+        train_round(batches(100 + seed))
+        graph_round(batches(100 + seed))
+    graphed_round = module.graphed(graph_round, graph_modules, graph_optimizer)
+    for seed in range(3):
+        eager_stats, graphed_stats = train_round(batches(seed)), graphed_round(batches(seed)).clone()
+        assert torch.equal(eager_stats, graphed_stats)
+        eager_state, graphed_state = whole_state(modules, optimizer), whole_state(graph_modules, graph_optimizer)
+        assert len(eager_state) == len(graphed_state)
+        assert all(torch.equal(a, b) for a, b in zip(eager_state, graphed_state, strict=True))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_on_a_gpu_the_replay_memory_must_fit_in_its_memory(script, monkeypatch):
+    """On CUDA the buffer lives in GPU memory and a checkpoint copies it to host memory: a buffer that host
+    memory would hold twice over is refused when the GPU lacks room for it (2 GiB kept for CUDA itself)."""
+    module = importlib.import_module(script[: -len(".py")])
+    args = env_defaults(module, "HalfCheetah")
+    obs_dim, action_dim = 17, (6 if script in CONTINUOUS else 1)
+    needed = module.buffer_rows(args, 0.005) * 4 * (2 * obs_dim + action_dim + 2)
+    monkeypatch.setattr(module.psutil, "virtual_memory", lambda: type("Memory", (), {"available": 10 * needed}))
+    for gpu_free, refused in ((needed + 2**31 - 1, True), (needed + 2**31, False)):
+        monkeypatch.setattr(module.torch.cuda, "mem_get_info", lambda device, free=gpu_free: (free, 8 * 10**10))
+        if refused:
+            message = re.escape("on the GPU (2 GiB kept for CUDA) ") + ".*GB are available: lower --buffer-time"
+            with pytest.raises(ValueError, match=message):
+                module.check_args(args, 0.005, obs_dim, action_dim, torch.device("cuda"))
+        else:
+            module.check_args(args, 0.005, obs_dim, action_dim, torch.device("cuda"))
+    module.check_args(args, 0.005, obs_dim, action_dim)  # on the CPU, host memory alone: it fits
+    monkeypatch.setattr(module.psutil, "virtual_memory", lambda: type("Memory", (), {"available": needed - 1}))
+    with pytest.raises(ValueError, match=re.escape("in host memory") + ".*GB are available"):  # the host's copy
+        module.check_args(args, 0.005, obs_dim, action_dim, torch.device("cuda"))
