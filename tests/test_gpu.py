@@ -83,11 +83,12 @@ def whole_state(modules, optimizer):
 def as_the_scripts_run_on_a_gpu():
     """Deterministic algorithms without the NaN fill, as the scripts set them on CUDA (conftest sets cuBLAS's
     workspace); put back afterwards for the other tests of this process."""
+    deterministic = torch.are_deterministic_algorithms_enabled()
     fill = torch.utils.deterministic.fill_uninitialized_memory
     torch.use_deterministic_algorithms(True)
     torch.utils.deterministic.fill_uninitialized_memory = False
     yield
-    torch.use_deterministic_algorithms(False)
+    torch.use_deterministic_algorithms(deterministic)
     torch.utils.deterministic.fill_uninitialized_memory = fill
 
 
