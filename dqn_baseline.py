@@ -44,6 +44,7 @@ from dt_wrappers import (
     library_versions,
     machine_info,
     make_env,
+    new_run_dir,
     parse_args,
     random_state,
     restore_envs,
@@ -429,6 +430,8 @@ if __name__ == "__main__":
     wandb_id = None  # W&B's id of the run: a resumed run goes on as the same W&B run
     if resumed:
         run_name, wandb_id = resumed["run_name"], resumed["wandb_id"]
+    elif not args.eval_model:  # runs/<run_name>, made now: a run started in the same second gets a name of its own
+        run_name = new_run_dir(run_name)
     if args.track:
         import wandb
 
@@ -496,7 +499,6 @@ if __name__ == "__main__":
         train_round = graphed(train_round, [*networks.values(), *targets.values()], optimizer)
 
     run_dir = args.resume or os.path.join("runs", run_name)
-    os.makedirs(run_dir, exist_ok=True)
     try:
         run_lock = claim_run_dir(run_dir)  # held until the process ends: no second process writes this run
     except ValueError as error:

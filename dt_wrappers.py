@@ -43,6 +43,7 @@ resumed run may change, and SIGTERM.
 import dataclasses
 import fcntl
 import importlib.metadata
+import itertools
 import math
 import os
 import platform
@@ -533,6 +534,21 @@ def parse_args(args_class, description, script):
         sys.exit(f"error: --total-time {args.total_time:g} is shorter than the run's {original.total_time:g} s: a "
                  "resumed run goes on to its own --total-time or to a larger one")  # fmt: skip
     return args, checkpoint
+
+
+def new_run_dir(run_name, runs="runs"):
+    """Make the folder of a new run, runs/<run_name>, and return its name. The name ends in the start second, so two
+    runs of the same script, env, dt and seed that differ in another argument (a grid over it, started on a fast
+    machine) can get the same one: the second then gets runs/<run_name>_2, and so on. os.mkdir is atomic, so two
+    processes never get the same folder."""
+    os.makedirs(runs, exist_ok=True)
+    for copy in itertools.count(1):
+        name = run_name if copy == 1 else f"{run_name}_{copy}"
+        try:
+            os.mkdir(os.path.join(runs, name))
+            return name
+        except FileExistsError:
+            continue
 
 
 def claim_run_dir(run_dir):

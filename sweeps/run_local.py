@@ -349,7 +349,6 @@ def main(options):
                     command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
                 )  # its own session: Ctrl-C reaches the run once, from here
                 running.add(process)
-                time.sleep(1.1)  # run names carry the start second: two runs never share a directory
             returncode = process.wait()
             with lock:
                 running.discard(process)

@@ -458,3 +458,16 @@ def test_round_seconds_gives_rounds_of_one_physical_length_and_the_papers_update
                          (0.4 * dt, "shorter than one step")):  # fmt: skip
         with pytest.raises(ValueError, match=message):
             set_round_seconds(SimpleNamespace(round_seconds=bad, steps_per_round=10, updates_per_round=50), dt)
+
+
+def test_a_new_run_dir_never_reuses_a_folder(tmp_path):
+    """The runs started in one second share a run name: the first gets runs/<run_name>, each later one the name with
+    _2, _3, ... (os.mkdir, which fails on an existing folder, makes that hold between processes too)."""
+    from dt_wrappers import new_run_dir
+
+    name = "Pendulum-v1__dau_continuous__dt0.01__1__1795000000"
+    claimed = [new_run_dir(name, tmp_path / "runs") for _ in range(3)]
+    assert claimed == [name, f"{name}_2", f"{name}_3"]
+    (tmp_path / "runs" / name).rmdir()  # a name given back is free again
+    assert new_run_dir(name, tmp_path / "runs") == name
+    assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == sorted(claimed)

@@ -148,6 +148,25 @@ def test_sweep_agent_key_value_form_and_tracking_offline(script, tmp_path):
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
+def test_a_run_whose_name_is_taken_gets_a_folder_of_its_own(script, tmp_path):
+    """Run names end in the start second: two grid points that differ in another argument than env, dt and seed,
+    started in the same second, would share runs/<run_name> (seen on the GPU machine). Here every name the run can
+    take in the next two minutes is taken by another run's folder, which stays as it was."""
+    env_id = ACTION_TYPES[script][0][1]
+    prefix = f"{env_id}__{script[:-3]}__dt0.01__5__"
+    now = int(time.time())
+    for second in range(now, now + 120):
+        (tmp_path / "runs" / f"{prefix}{second}").mkdir(parents=True)
+        (tmp_path / "runs" / f"{prefix}{second}" / "evals.csv").write_text("another run's\n")
+    run_script(script, "--env-id", env_id, *TINY, "--dt", "0.01", "--total-time", "0.4", "--seed", "5", cwd=tmp_path)
+    (run_json,) = tmp_path.glob("runs/*/run.json")
+    run = json.loads(run_json.read_text())
+    assert run_json.parent.name == run["run_name"] and re.fullmatch(re.escape(prefix) + r"\d+_2", run["run_name"])
+    others = [path for path in tmp_path.glob("runs/*/evals.csv") if path.parent != run_json.parent]
+    assert len(others) == 120 and all(path.read_text() == "another run's\n" for path in others)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_tracking_without_an_api_key_says_how_to_fix_it(script, tmp_path):
     env = {"WANDB_MODE": "online", "WANDB_API_KEY": "", "HOME": str(tmp_path), "NETRC": str(tmp_path / "none")}
     result = run_script(
