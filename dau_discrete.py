@@ -13,6 +13,7 @@ are all scaled with the time step dt, so one set of arguments works at any dt.
 Writes runs/<run_name>/evals.csv (scaled return vs physical time); --track logs to W&B.
 """
 
+import copy
 import csv
 import json
 import math
@@ -386,13 +387,16 @@ def env_step(envs, action):
     return next_obs, reward, terminated, real_next_obs
 
 
-def evaluate(advantage, eval_envs, device):
+def evaluate(advantage, eval_envs):
     """Mean scaled return of one greedy episode (argmax_a A(s, a)) in each evaluation env."""
+    # On the CPU, as a copy (on a CPU machine the same network, so the same numbers): a step of the few evaluation
+    # envs is a forward pass too small for a GPU, which spends it in kernel launches and a sync per step.
+    advantage = copy.deepcopy(advantage).cpu()
     obs, _ = eval_envs.reset()
     returns = np.full(eval_envs.num_envs, np.nan)
     while np.isnan(returns).any():
         with torch.no_grad():
-            action = advantage(torch.as_tensor(obs, dtype=torch.float32, device=device)).argmax(-1).cpu().numpy()
+            action = advantage(torch.as_tensor(obs, dtype=torch.float32)).argmax(-1).numpy()
         obs, _, _, _, infos = eval_envs.step(action)
         if "final_info" in infos:
             finished = infos["final_info"]["_episode"] & np.isnan(returns)
@@ -472,7 +476,7 @@ if __name__ == "__main__":
             network.load_state_dict(checkpoint[name])
         if len(checkpoint.get("eval_envs", [])) == args.num_eval_envs:  # model.pt: the run's final evaluation again
             restore_envs(eval_envs, checkpoint["eval_envs"])
-        scaled_return = evaluate(advantage, eval_envs, device)
+        scaled_return = evaluate(advantage, eval_envs)
         print(f"{args.eval_model}: mean scaled return {scaled_return:.2f} over {args.num_eval_envs} episodes")
         if args.capture_video:  # one episode, in a videos/ folder next to the model file
             videos_dir = os.path.join(os.path.dirname(args.eval_model), "videos")
@@ -569,7 +573,7 @@ if __name__ == "__main__":
         evaluation_start = time.time()
         if final:
             final_eval_envs = [env_state(env) for env in eval_envs.envs]
-        last_eval = evaluate(advantage, eval_envs, device)
+        last_eval = evaluate(advantage, eval_envs)
         eval_seconds += time.time() - evaluation_start
         wall_time = time.time() - start
         evals_csv.writerow([f"{physical_time:.6f}", env_steps, updates, f"{wall_time:.2f}", f"{last_eval:.4f}"])

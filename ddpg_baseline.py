@@ -384,13 +384,16 @@ def env_step(envs, action, action_low, action_high):
     return next_obs, reward, terminated, real_next_obs
 
 
-def evaluate(actor, eval_envs, action_low, action_high, device):
+def evaluate(actor, eval_envs, action_low, action_high):
     """Mean scaled return of one deterministic episode in each evaluation env."""
+    # On the CPU, as a copy (on a CPU machine the same network, so the same numbers): a step of the few evaluation
+    # envs is a forward pass too small for a GPU, which spends it in kernel launches and a sync per step.
+    actor = copy.deepcopy(actor).cpu()
     obs, _ = eval_envs.reset()
     returns = np.full(eval_envs.num_envs, np.nan)
     while np.isnan(returns).any():
         with torch.no_grad():
-            action = actor(torch.as_tensor(obs, dtype=torch.float32, device=device)).cpu().numpy()
+            action = actor(torch.as_tensor(obs, dtype=torch.float32)).numpy()
         obs, _, _, _, infos = eval_envs.step(action_low + (action + 1) / 2 * (action_high - action_low))
         if "final_info" in infos:
             finished = infos["final_info"]["_episode"] & np.isnan(returns)
@@ -472,7 +475,7 @@ if __name__ == "__main__":
             network.load_state_dict(checkpoint[name])
         if len(checkpoint.get("eval_envs", [])) == args.num_eval_envs:  # model.pt: the run's final evaluation again
             restore_envs(eval_envs, checkpoint["eval_envs"])
-        scaled_return = evaluate(actor, eval_envs, action_low, action_high, device)
+        scaled_return = evaluate(actor, eval_envs, action_low, action_high)
         print(f"{args.eval_model}: mean scaled return {scaled_return:.2f} over {args.num_eval_envs} episodes")
         if args.capture_video:  # one episode, in a videos/ folder next to the model file
             videos_dir = os.path.join(os.path.dirname(args.eval_model), "videos")
@@ -574,7 +577,7 @@ if __name__ == "__main__":
         evaluation_start = time.time()
         if final:
             final_eval_envs = [env_state(env) for env in eval_envs.envs]
-        last_eval = evaluate(actor, eval_envs, action_low, action_high, device)
+        last_eval = evaluate(actor, eval_envs, action_low, action_high)
         eval_seconds += time.time() - evaluation_start
         wall_time = time.time() - start
         evals_csv.writerow([f"{physical_time:.6f}", env_steps, updates, f"{wall_time:.2f}", f"{last_eval:.4f}"])

@@ -139,8 +139,11 @@ def test_evaluate_scores_the_first_episode_of_each_env_with_the_deterministic_po
     eval_envs = dau.make_vector_env(args, 0.05, 3, seed=10)
     space = eval_envs.single_action_space
 
-    def policy(obs):  # a fixed, state-dependent deterministic policy in [-1, 1]
-        return torch.tanh(obs[:, :1] - obs[:, 2:3])
+    class Policy(torch.nn.Module):  # a fixed, state-dependent deterministic policy in [-1, 1]
+        def forward(self, obs):
+            return torch.tanh(obs[:, :1] - obs[:, 2:3])
+
+    policy = Policy()
 
     expected = []
     for i in range(3):
@@ -152,7 +155,7 @@ def test_evaluate_scores_the_first_episode_of_each_env_with_the_deterministic_po
             if terminated or truncated:
                 expected.append(info["episode"]["r"])
                 break
-    scaled_return = dau.evaluate(policy, eval_envs, space.low, space.high, "cpu")
+    scaled_return = dau.evaluate(policy, eval_envs, space.low, space.high)
     assert scaled_return == pytest.approx(np.mean(expected), rel=1e-5)
     assert len(set(np.round(expected, 3))) == 3  # three different episodes were averaged
 

@@ -1,9 +1,11 @@
 """The scripts' GPU path: a round replayed as a CUDA graph computes what the same round computes launched op by
-op, and the memory check reads the GPU's memory. The graph tests need CUDA (DAU_TEST_DEVICE=cuda on a GPU
-machine, docs/common.md "On a GPU"); the memory check runs anywhere."""
+op, evaluation runs on the CPU, and the memory check reads the GPU's memory. The graph tests need CUDA
+(DAU_TEST_DEVICE=cuda on a GPU machine, docs/common.md "On a GPU"); the others run anywhere."""
 
+import copy
 import importlib
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -114,6 +116,27 @@ def test_a_graphed_round_computes_what_the_eager_round_computes(script, eager_ro
         eager_state, graphed_state = whole_state(modules, optimizer), whole_state(graph_modules, graph_optimizer)
         assert len(eager_state) == len(graphed_state)
         assert all(torch.equal(a, b) for a, b in zip(eager_state, graphed_state, strict=True))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_evaluation_runs_on_the_cpu_whatever_the_networks_device(script, as_the_scripts_run_on_a_gpu):
+    """evaluate() with the network on the GPU (where there is one) scores exactly what the network's CPU copy
+    scores in the same evaluation envs (a forward pass on the GPU rounds otherwise, and Pendulum's actions carry
+    that into the return), and leaves the network on its device, as it was."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    env_id, obs_dim, action_dim = ("Pendulum-v1", 3, 1) if script in CONTINUOUS else ("CartPole-v1", 4, 2)
+    module, modules, *_ = round_parts(script, device, obs_dim, action_dim)
+    network = modules[{"dau_continuous.py": 3, "ddpg_baseline.py": 3, "dau_discrete.py": 2}.get(script, 1)]
+    before = copy.deepcopy(network.state_dict())
+
+    def score(network):
+        envs = module.make_vector_env(SimpleNamespace(env_id=env_id, time_limit=2.0), 0.05, 3, seed=10)
+        bounds = (envs.single_action_space.low, envs.single_action_space.high) if script in CONTINUOUS else ()
+        return module.evaluate(network, envs, *bounds)
+
+    assert score(network) == score(copy.deepcopy(network).cpu())
+    assert all(torch.equal(tensor, before[name]) and tensor.device.type == device.type
+               for name, tensor in network.state_dict().items())  # fmt: skip
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
