@@ -443,6 +443,8 @@ if __name__ == "__main__":
                        name=run_name, config=vars(args), save_code=True, id=wandb_id,
                        resume="allow" if wandb_id else None)  # fmt: skip
         except wandb.errors.UsageError as error:
+            if not resumed:  # no run: its folder goes (and runs/, if that leaves it empty)
+                os.removedirs(os.path.join("runs", run_name))
             sys.exit(f"error: W&B: {error}. Run `wandb login`, or set WANDB_MODE=offline to log locally.")
         wandb.define_metric("physical_time")
         wandb.define_metric("*", step_metric="physical_time")  # the paper's x axis

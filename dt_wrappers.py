@@ -541,9 +541,9 @@ def new_run_dir(run_name, runs="runs"):
     runs of the same script, env, dt and seed that differ in another argument (a grid over it, started on a fast
     machine) can get the same one: the second then gets runs/<run_name>_2, and so on. os.mkdir is atomic, so two
     processes never get the same folder."""
-    os.makedirs(runs, exist_ok=True)
-    for copy in itertools.count(1):
-        name = run_name if copy == 1 else f"{run_name}_{copy}"
+    os.makedirs(os.path.dirname(os.path.join(runs, run_name)), exist_ok=True)  # (an env id may name a folder)
+    for number in itertools.count(1):
+        name = run_name if number == 1 else f"{run_name}_{number}"
         try:
             os.mkdir(os.path.join(runs, name))
             return name
