@@ -17,7 +17,7 @@ import gymnasium
 import mujoco
 import pytest
 import torch
-from helpers import ROOT, TINY, read_evals, run_script, with_ctrl_c
+from helpers import ROOT, TINY, read_csv, read_evals, run_script, with_ctrl_c
 
 from dt_wrappers import ENV_SETTINGS
 
@@ -139,31 +139,25 @@ def test_training_depends_on_neither_the_budget_nor_the_evaluation_schedule(scri
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_sweep_agent_key_value_form_and_tracking_offline(script, tmp_path):
-    # What a W&B agent runs: --key=value pairs and --track (from ${args_no_boolean_flags}).
-    run_script(script, "=".join(ACTION_TYPES[script][0]), "--dt=0.01", "--seed=2", "--total-time=0.4",
-               "--num-envs=4", "--num-eval-envs=2", "--updates-per-round=2", "--batch-size=16", "--time-limit=0.5",
-               "--track", "--wandb-group=sweep", cwd=tmp_path, env={"WANDB_MODE": "offline"})  # fmt: skip
-    assert len(read_evals(tmp_path)) >= 2
-    assert list(tmp_path.glob("wandb/offline-run-*"))
-
-
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_a_run_whose_name_is_taken_gets_a_folder_of_its_own(script, tmp_path):
-    """Run names end in the start second: two grid points that differ in another argument than env, dt and seed,
-    started in the same second, would share runs/<run_name> (seen on the GPU machine). Here every name the run can
-    take in the next two minutes is taken by another run's folder, which stays as it was."""
+    """What a W&B agent runs: --key=value pairs and --track (from ${args_no_boolean_flags}). Its run name ends in
+    the start second, which another grid point of the same script, env, dt and seed (another value of some other
+    argument) may share on a fast machine, as on the GPU machine: here every name the run can take in the next two
+    minutes is another run's folder, which stays as it was, and the run gets one of its own."""
     env_id = ACTION_TYPES[script][0][1]
-    prefix = f"{env_id}__{script[:-3]}__dt0.01__5__"
-    now = int(time.time())
+    prefix, now = f"{env_id}__{script[:-3]}__dt0.01__2__", int(time.time())
     for second in range(now, now + 120):
         (tmp_path / "runs" / f"{prefix}{second}").mkdir(parents=True)
         (tmp_path / "runs" / f"{prefix}{second}" / "evals.csv").write_text("another run's\n")
-    run_script(script, "--env-id", env_id, *TINY, "--dt", "0.01", "--total-time", "0.4", "--seed", "5", cwd=tmp_path)
+    run_script(script, f"--env-id={env_id}", "--dt=0.01", "--seed=2", "--total-time=0.4",
+               "--num-envs=4", "--num-eval-envs=2", "--updates-per-round=2", "--batch-size=16", "--time-limit=0.5",
+               "--track", "--wandb-group=sweep", cwd=tmp_path, env={"WANDB_MODE": "offline"})  # fmt: skip
     (run_json,) = tmp_path.glob("runs/*/run.json")
     run = json.loads(run_json.read_text())
     assert run_json.parent.name == run["run_name"] and re.fullmatch(re.escape(prefix) + r"\d+_2", run["run_name"])
+    assert len(read_csv(run_json.parent / "evals.csv")) >= 2
     others = [path for path in tmp_path.glob("runs/*/evals.csv") if path.parent != run_json.parent]
     assert len(others) == 120 and all(path.read_text() == "another run's\n" for path in others)
+    assert list(tmp_path.glob("wandb/offline-run-*"))
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
