@@ -286,14 +286,13 @@ def test_the_cards_command_runs_and_ctrl_c_keeps_the_log(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "script,env_id",
-    [("dau_continuous.py", "Pendulum-v1"), ("dau_discrete.py", "CartPole-v1"), ("dau_continuous.py", "HalfCheetah-v4"),
+    [("dau_continuous.py", "Pendulum-v1"), ("dau_discrete.py", "CartPole-v1"),
+     pytest.param("dau_continuous.py", "HalfCheetah-v4", marks=pytest.mark.skipif(
+         torch.cuda.is_available(), reason="a CPU figure for HalfCheetah: on the H200 machine (the suite's 14 workers "
+         "beside it) 11.8%, 1.0 s an evaluation on the CPU against 7.6 s of training an interval on the GPU "
+         "(docs/common.md, On a GPU)")),
      ("dau_continuous.py", "Ant-v4"), ("dau_continuous.py", "BipedalWalker-v3")],
 )  # fmt: skip
-@pytest.mark.skipif(
-    torch.cuda.is_available(),
-    reason="a CPU figure: on the H100 machine evaluation took 15-20% "
-    "(one step of 8 envs at a time is bound by launches and syncs; docs/common.md, On a GPU)",
-)
 def test_evaluation_takes_under_10_percent_of_the_wall_time_at_the_defaults(script, env_id, tmp_path):
     """Each env's defaults (its native dt, its evaluation interval), one interval long: the seconds spent
     evaluating (at the start and the end) and training are timed apart (run.json), and a full run, which
