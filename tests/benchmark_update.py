@@ -42,9 +42,12 @@ import ddpg_baseline as ddpg  # noqa: E402
 
 
 def bare_updates_per_second(
-    script, seconds=10.0, obs_dim=3, action_dim=1, batch_size=256, dt=0.01, gamma=0.8, device="cpu", graph=False
-):
-    """`graph`: on CUDA, each round replayed as one CUDA graph, as the scripts run there (their `graphed`)."""
+    script, seconds=10.0, obs_dim=3, action_dim=1, batch_size=256, dt=0.01, gamma=0.8, device="cpu", graph=False,
+    profile=False,
+):  # fmt: skip
+    """`graph`: on CUDA, each round replayed as one CUDA graph, as the scripts run there (their `graphed`).
+    `profile`: instead of a rate, one round op by op on CUDA under the profiler: its kernels and their summed
+    device microseconds, each per update."""
     device = torch.device(device)
     torch.use_deterministic_algorithms(True)  # as the scripts do
     torch.utils.deterministic.fill_uninitialized_memory = device.type == "cpu"
@@ -80,6 +83,13 @@ def bare_updates_per_second(
     def train_round(batches):  # one round's updates, as the scripts run them (here on one fixed batch)
         return torch.stack([update(optimizer) for _ in range(50)])
 
+    if profile:
+        train_round(batch).cpu()  # the optimizer's lazy state, cuBLAS's handles: not in the count
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profiler:
+            train_round(batch).cpu()
+        kernels = [event for event in profiler.events() if event.device_type == torch.autograd.DeviceType.CUDA]
+        kernels = [event for event in kernels if "memcpy" not in event.name.lower()]  # the stats' copy back
+        return len(kernels) / 50, sum(event.time_range.elapsed_us() for event in kernels) / 50
     if graph:
         train_round = dau.graphed(train_round, [normalizer, *modules], optimizer)
         train_round(batch).cpu()  # the capture, untimed
@@ -125,6 +135,10 @@ if __name__ == "__main__":
                      for graph in (False, True)]  # fmt: skip
             print(f"{script} on {torch.cuda.get_device_name()}: {rates[0]:.0f} updates/s op by op, "
                   f"{rates[1]:.0f} as CUDA graphs ({rates[1] / rates[0]:.1f}x)")  # fmt: skip
+            # What bounds a graph: its kernels run one after another, so their summed device time is its floor.
+            kernels, microseconds = bare_updates_per_second(script, 0, 17, 6, dt=0.005, device="cuda", profile=True)
+            print(f"  an update: {kernels:.0f} kernels, {microseconds:.0f} us of kernel time (a floor of "
+                  f"{1e6 / max(microseconds, 1e-9):.0f} updates/s); as a graph {1e6 / rates[1]:.0f} us")  # fmt: skip
         sys.exit(0)
     ratios = {"dau_continuous.py": [], "ddpg_baseline.py": []}
     ceilings = {script: [] for script in ratios}
