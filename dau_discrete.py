@@ -15,7 +15,6 @@ Writes runs/<run_name>/evals.csv (scaled return vs physical time); --track logs 
 
 import copy
 import csv
-import json
 import math
 import os
 import random
@@ -48,6 +47,7 @@ from dt_wrappers import (
     random_state,
     restore_envs,
     save_checkpoint,
+    save_json,
     set_env_state,
     set_random_state,
     set_round_seconds,
@@ -564,8 +564,7 @@ if __name__ == "__main__":
         info = {"script": os.path.basename(__file__), "run_name": run_name, "dt": dt, "args": vars(args),
                 "versions": library_versions(), "machine": machine_info(device), "wandb_id": wandb_id,
                 **results}  # fmt: skip
-        with open(os.path.join(run_dir, "run.json"), "w") as file:
-            json.dump(info, file, indent=1)
+        save_json(info, os.path.join(run_dir, "run.json"))  # whole or not at all, whenever the run stops
 
     write_run_info(completed=False)
     start = time.time() - wall_time  # a resumed run's wall time goes on from the checkpoint's

@@ -44,6 +44,7 @@ import dataclasses
 import fcntl
 import importlib.metadata
 import itertools
+import json
 import math
 import os
 import platform
@@ -482,15 +483,25 @@ def set_random_state(state):
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(state, path):
-    """torch.save, atomically: written beside `path`, flushed to disk, then renamed over it, so a kill during the
-    write leaves the previous checkpoint whole."""
+def replace_atomically(path, mode, write):
+    """`write(file)` to a file beside `path`, flushed to disk, then renamed over `path`: a kill or an error
+    during the write leaves the previous file whole, and a reader never sees half a file."""
     partial = f"{path}.partial"
-    with open(partial, "wb") as file:
-        torch.save(state, file)
+    with open(partial, mode) as file:
+        write(file)
         file.flush()
         os.fsync(file.fileno())
     os.replace(partial, path)
+
+
+def save_checkpoint(state, path):
+    """torch.save, atomically: a kill during the write leaves the previous checkpoint whole."""
+    replace_atomically(path, "wb", lambda file: torch.save(state, file))
+
+
+def save_json(data, path):
+    """json.dump, atomically (run.json, which sweeps/ reads while runs go on and after they stop)."""
+    replace_atomically(path, "w", lambda file: json.dump(data, file, indent=1))
 
 
 def load_checkpoint(run_dir, script):

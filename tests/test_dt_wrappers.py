@@ -477,3 +477,20 @@ def test_a_new_run_dir_never_reuses_a_folder(tmp_path):
     (tmp_path / "runs" / name).rmdir()  # a name given back is free again
     assert new_run_dir(name, tmp_path / "runs") == name
     assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == sorted(claimed)
+
+
+def test_run_json_is_replaced_whole_or_not_at_all(tmp_path):
+    """save_json, which writes every run's run.json: a write that fails midway (here a value JSON cannot hold,
+    after the keys before it went to the file; a kill does the same) leaves the previous file as it was, where
+    opening run.json and dumping into it would leave half a file for sweeps/ to read."""
+    import json
+
+    from dt_wrappers import save_json
+
+    path = tmp_path / "run.json"
+    save_json({"completed": False}, str(path))
+    with pytest.raises(TypeError):
+        save_json({"completed": True, "machine": object()}, str(path))
+    assert json.loads(path.read_text()) == {"completed": False}
+    save_json({"completed": True, "updates": 50}, str(path))
+    assert json.loads(path.read_text()) == {"completed": True, "updates": 50}
