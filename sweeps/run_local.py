@@ -144,7 +144,7 @@ def same_value(recorded, wanted):
 
 
 def read_run(path):
-    """A run.json, or None while its run is writing it (the scripts rewrite it at their start and end)."""
+    """A run.json, or None for half a file (the scripts before 5efff98 wrote it in place, at their start and end)."""
     try:
         with open(path) as file:
             return json.load(file)

@@ -4,35 +4,44 @@
 #   run: bash tests/gpu_check.sh      carry: [".whl"]
 # It prints the card, the bare update's speed, the card's command cut to its first tenth (3000 s) run twice
 # with the same seed (its wall time, its evaluations' share, and whether the two evals.csv agree), and the
-# test suite on CUDA; logs under $OUT.
+# test suite on CUDA; logs and the runs' small files under $OUT.
 #   run: bash tests/gpu_check.sh seeds      the card's command, whole, for seeds 1-5 at once, beside the CPU's
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site MUJOCO_GL=disable PYTHONUNBUFFERED=1  # W&B stays as the suite sets it (offline)
 out=${OUT:-/tmp/gpu_check}
 mkdir -p "$out"
+repo=$PWD
+runs_at=$(mktemp -d)  # this call's runs alone (a warm machine keeps the last call's runs/), copied to $OUT at the end
+card() { (cd "$runs_at" && python3 "$repo/dau_continuous.py" --env-id HalfCheetah-v4 --dt 0.005 "$@"); }
 if [ "${1:-}" = seeds ]; then
-  # Does the GPU learn what the CPU learns? One process a seed (its 256 envs stepped on a core of its own, its
-  # updates on the one GPU), each stopped by SIGTERM at 9 minutes if not done (its evaluations so far kept).
+  # Does the GPU learn what the CPU learns? One process a seed (its 256 envs stepped on the CPU, its updates on the
+  # one GPU), each stopped at 8 minutes if not done (Ctrl-C: at once, its evaluations so far kept).
   for seed in 1 2 3 4 5; do
-    OMP_NUM_THREADS=2 timeout -s TERM 540 python3 dau_continuous.py --env-id HalfCheetah-v4 --dt 0.005 \
-      --seed "$seed" >"$out/seed_$seed.txt" 2>&1 &
+    (cd "$runs_at" && OMP_NUM_THREADS=2 timeout -s INT 480 python3 "$repo/dau_continuous.py" --env-id HalfCheetah-v4 \
+      --dt 0.005 --seed "$seed" >"$out/seed_$seed.txt" 2>&1) &
   done
   wait
-  python3 - <<'PY'
-import csv, glob, statistics
-def last_three(folder):
+  tar czf "$out/runs.tar.gz" --exclude='*.pt' -C "$runs_at" runs
+  python3 - "$runs_at" <<'PY'
+import csv, glob, statistics, sys
+def evaluations(folder, seed):
     (evals,) = glob.glob(f"{folder}/HalfCheetah-v4__dau_continuous__dt0.005__{seed}__*/evals.csv")
-    rows = list(csv.DictReader(open(evals)))
-    returns = [float(row["scaled_return"]) for row in rows]
-    return statistics.mean(returns[-3:]), float(rows[-1]["physical_time"]), float(rows[-1]["wall_time"])
+    return [(float(row["physical_time"]), float(row["scaled_return"])) for row in csv.DictReader(open(evals))]
 means = {"GPU": [], "CPU": []}
 for seed in range(1, 6):
-    gpu, cpu = last_three("runs"), last_three("docs/results")
-    means["GPU"].append(gpu[0]), means["CPU"].append(cpu[0])
-    print(f"seed {seed}: last three GPU {gpu[0]:8.1f} (at {gpu[1]:.0f} s, {gpu[2]:.0f} s wall)  CPU {cpu[0]:8.1f}")
+    try:
+        gpu = evaluations(f"{sys.argv[1]}/runs", seed)
+        cpu = [row for row in evaluations("docs/results", seed) if row[0] <= gpu[-1][0]]  # to the same time
+        gpu_mean, cpu_mean = (statistics.mean(value for _, value in rows[-3:]) for rows in (gpu, cpu))
+    except (ValueError, statistics.StatisticsError) as error:
+        print(f"seed {seed}: no comparison ({error!r})")
+        continue
+    means["GPU"].append(gpu_mean), means["CPU"].append(cpu_mean)
+    print(f"seed {seed}: to {gpu[-1][0]:.0f} s, last three GPU {gpu_mean:8.1f}  CPU {cpu_mean:8.1f}")
 for device, values in means.items():
-    print(f"{device}: mean {statistics.mean(values):.1f}, from {min(values):.1f} to {max(values):.1f}")
+    if values:
+        print(f"{device}: mean {statistics.mean(values):.1f}, from {min(values):.1f} to {max(values):.1f}")
 PY
   exit 0
 fi
@@ -40,18 +49,18 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import os, torch; print('torch', torch.__version__, torch.cuda.get_device_name(), os.cpu_count(), 'cores')"
 python3 tests/benchmark_update.py --gpu 2>&1 | tee "$out/benchmark_update.txt"
 for run in 1 2; do
-  python3 dau_continuous.py --env-id HalfCheetah-v4 --dt 0.005 --total-time 3000 >"$out/card_$run.txt" 2>&1
+  card --total-time 3000 >"$out/card_$run.txt" 2>&1
   tail -n 2 "$out/card_$run.txt"
 done
-python3 - "$out" <<'PY'
+tar czf "$out/runs.tar.gz" --exclude='*.pt' -C "$runs_at" runs
+python3 - "$runs_at" <<'PY'
 import csv, json, pathlib, sys
-runs = sorted(pathlib.Path("runs").glob("HalfCheetah-v4__dau_continuous__*"))
 rows = []
-for run in runs:
+for run in sorted(pathlib.Path(sys.argv[1], "runs").glob("HalfCheetah-v4__dau_continuous__*")):
     info = json.loads((run / "run.json").read_text())
     evals = list(csv.DictReader(open(run / "evals.csv")))
     rows.append([(e["physical_time"], e["scaled_return"]) for e in evals])
-    print(run.name, info["device"] if "device" in info else "", f"wall {info['wall_time']:.1f} s",
+    print(run.name, info.get("machine", {}).get("device"), f"wall {info['wall_time']:.1f} s",
           f"evaluating {info['eval_wall_time']:.1f} s", [e["scaled_return"] for e in evals])
 print("same evals.csv (time, return):", len(rows) == 2 and rows[0] == rows[1])
 PY
