@@ -13,13 +13,14 @@ out=${OUT:-/tmp/gpu_check}
 mkdir -p "$out"
 repo=$PWD
 runs_at=$(mktemp -d)  # this call's runs alone (a warm machine keeps the last call's runs/), copied to $OUT at the end
-card() { (cd "$runs_at" && python3 "$repo/dau_continuous.py" --env-id HalfCheetah-v4 --dt 0.005 "$@"); }
+# The card's command, in $runs_at, stopped by Ctrl-C (at once, its evaluations so far kept) after $limit seconds.
+card() { (cd "$runs_at" && timeout -s INT "${limit:-580}" python3 "$repo/dau_continuous.py" --env-id HalfCheetah-v4 \
+  --dt 0.005 "$@"); }
 if [ "${1:-}" = seeds ]; then
   # Does the GPU learn what the CPU learns? One process a seed (its 256 envs stepped on the CPU, its updates on the
-  # one GPU), each stopped at 8 minutes if not done (Ctrl-C: at once, its evaluations so far kept).
+  # one GPU), each stopped at 8 minutes if not done.
   for seed in 1 2 3 4 5; do
-    (cd "$runs_at" && OMP_NUM_THREADS=2 timeout -s INT 480 python3 "$repo/dau_continuous.py" --env-id HalfCheetah-v4 \
-      --dt 0.005 --seed "$seed" >"$out/seed_$seed.txt" 2>&1) &
+    OMP_NUM_THREADS=2 limit=480 card --seed "$seed" >"$out/seed_$seed.txt" 2>&1 &
   done
   wait
   tar czf "$out/runs.tar.gz" --exclude='*.pt' -C "$runs_at" runs
