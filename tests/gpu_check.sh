@@ -18,9 +18,10 @@ card() { (cd "$runs_at" && timeout -s INT "${limit:-580}" python3 "$repo/dau_con
   --dt 0.005 "$@"); }
 if [ "${1:-}" = seeds ]; then
   # Does the GPU learn what the CPU learns? One process a seed (its 256 envs stepped on the CPU, its updates on the
-  # one GPU), each stopped at 8 minutes if not done.
+  # one GPU), each stopped at 5 minutes: five at once reach 9000-12000 s of the 30000 by then (2026-11-26, H200; a
+  # whole run takes about 12 minutes among five, more than a call may last), compared with the CPU to the same time.
   for seed in 1 2 3 4 5; do
-    OMP_NUM_THREADS=2 limit=480 card --seed "$seed" >"$out/seed_$seed.txt" 2>&1 &
+    OMP_NUM_THREADS=2 limit=300 card --seed "$seed" >"$out/seed_$seed.txt" 2>&1 &
   done
   wait
   tar czf "$out/runs.tar.gz" --exclude='*.pt' -C "$runs_at" runs
