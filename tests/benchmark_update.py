@@ -43,11 +43,12 @@ import ddpg_baseline as ddpg  # noqa: E402
 
 def bare_updates_per_second(
     script, seconds=10.0, obs_dim=3, action_dim=1, batch_size=256, dt=0.01, gamma=0.8, device="cpu", graph=False,
-    profile=False,
+    profile=False, compiled=False,
 ):  # fmt: skip
     """`graph`: on CUDA, each round replayed as one CUDA graph, as the scripts run there (their `graphed`).
     `profile`: instead of a rate, one round op by op on CUDA under the profiler: its kernels and their summed
-    device microseconds, each per update."""
+    device microseconds, each per update. `compiled`: the update through torch.compile (fused kernels; the
+    scripts do not compile), compiled before anything is timed, profiled or captured."""
     device = torch.device(device)
     torch.use_deterministic_algorithms(True)  # as the scripts do
     torch.utils.deterministic.fill_uninitialized_memory = device.type == "cpu"
@@ -79,6 +80,9 @@ def bare_updates_per_second(
         [{"params": critic_parameters, "lr": 0.1 * lr_scale}, {"params": actor.parameters(), "lr": 0.03 * lr_scale}],
         alpha=1 - lr_scale, momentum=0, foreach=True, capturable=device.type == "cuda",
     )  # fmt: skip
+    if compiled:
+        update = torch.compile(update)
+        update(optimizer)  # the compilation, untimed (one update more than the others: a rate, not a run)
 
     def train_round(batches):  # one round's updates, as the scripts run them (here on one fixed batch)
         return torch.stack([update(optimizer) for _ in range(50)])
@@ -138,13 +142,29 @@ if __name__ == "__main__":
         # What bounds a graph: its kernels run one after another, so their summed device time is its floor. Profiled
         # before any graph is captured, and CUPTI kept loaded (PyTorch's own workaround for graphs after a teardown).
         os.environ.setdefault("TEARDOWN_CUPTI", "0")
-        profiles = {script: bare_updates_per_second(script, 0, 17, 6, dt=0.005, device="cuda", profile=True)
-                    for script in ("dau_continuous.py", "ddpg_baseline.py")}  # fmt: skip
-        for script, (kernels, microseconds) in profiles.items():
-            rates = [bare_updates_per_second(script, 5.0, 17, 6, dt=0.005, device="cuda", graph=graph)
-                     for graph in (False, True)]  # fmt: skip
-            print(f"{script} on {torch.cuda.get_device_name()}: {rates[0]:.0f} updates/s op by op, "
-                  f"{rates[1]:.0f} as CUDA graphs ({rates[1] / rates[0]:.1f}x)")  # fmt: skip
+        # Then the same through torch.compile: what fusion would take off that floor (not what the scripts run).
+        scripts, profiles = ("dau_continuous.py", "ddpg_baseline.py"), {}
+        for script in scripts:
+            for compiled in (False, True):
+                try:
+                    profiles[script, compiled] = bare_updates_per_second(
+                        script, 0, 17, 6, dt=0.005, device="cuda", profile=True, compiled=compiled
+                    )
+                except Exception as error:  # a failed compilation is a finding, not the end of the check
+                    if not compiled:
+                        raise
+                    print(f"{script}, compiled: {type(error).__name__}: {str(error)[:300]}")
+        for (script, compiled), (kernels, microseconds) in profiles.items():
+            try:
+                rates = [bare_updates_per_second(script, 5.0, 17, 6, dt=0.005, device="cuda", graph=graph,
+                                                 compiled=compiled) for graph in (False, True)]  # fmt: skip
+            except Exception as error:
+                if not compiled:
+                    raise
+                print(f"{script}, compiled: {type(error).__name__}: {str(error)[:300]}")
+                continue
+            print(f"{script}{', compiled' if compiled else ''} on {torch.cuda.get_device_name()}: {rates[0]:.0f} "
+                  f"updates/s op by op, {rates[1]:.0f} as CUDA graphs ({rates[1] / rates[0]:.1f}x)")  # fmt: skip
             print(f"  an update: {kernels:.0f} kernels, {microseconds:.0f} us of kernel time (a floor of "
                   f"{1e6 / microseconds:.0f} updates/s); as a graph {1e6 / rates[1]:.0f} us")  # fmt: skip
         sys.exit(0)
