@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -136,37 +137,39 @@ if __name__ == "__main__":
     parser.add_argument("--dt", type=float, default=0.01)
     parser.add_argument("--total-time", type=float, default=600.0)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--gpu", action="store_true", help="the bare loop only, on CUDA: op by op, then as graphs")
+    parser.add_argument("--gpu", action="store_true", help="the bare loop only, on CUDA (docs/common.md, On a GPU)")
     options = parser.parse_args()
+    scripts = ("dau_continuous.py", "ddpg_baseline.py")
     if options.gpu:  # HalfCheetah's sizes (the card's command)
-        # What bounds a graph: its kernels run one after another, so their summed device time is its floor. Profiled
-        # before any graph is captured, and CUPTI kept loaded (PyTorch's own workaround for graphs after a teardown).
+        # What bounds a graph: its kernels run one after another, so their summed device time is its least time per
+        # update. Profiled before any graph is captured, and CUPTI kept loaded (PyTorch's own workaround for graphs
+        # after a teardown). Then the same through torch.compile, after the scripts' own (which do not compile):
+        # how many kernels fusion takes off.
         os.environ.setdefault("TEARDOWN_CUPTI", "0")
-        # Then the same through torch.compile: what fusion would take off that floor (not what the scripts run).
-        scripts, profiles = ("dau_continuous.py", "ddpg_baseline.py"), {}
-        for script in scripts:
-            for compiled in (False, True):
-                try:
-                    profiles[script, compiled] = bare_updates_per_second(
-                        script, 0, 17, 6, dt=0.005, device="cuda", profile=True, compiled=compiled
-                    )
-                except Exception as error:  # a failed compilation is a finding, not the end of the check
-                    if not compiled:
-                        raise
-                    print(f"{script}, compiled: {type(error).__name__}: {str(error)[:300]}")
-        for (script, compiled), (kernels, microseconds) in profiles.items():
+
+        def measure(script, compiled, **kind):
+            """One measurement at HalfCheetah's sizes; a failed compilation is printed whole (a finding), not fatal."""
             try:
-                rates = [bare_updates_per_second(script, 5.0, 17, 6, dt=0.005, device="cuda", graph=graph,
-                                                 compiled=compiled) for graph in (False, True)]  # fmt: skip
-            except Exception as error:
+                return bare_updates_per_second(script, obs_dim=17, action_dim=6, dt=0.005, device="cuda",
+                                               compiled=compiled, **kind)  # fmt: skip
+            except Exception:
                 if not compiled:
                     raise
-                print(f"{script}, compiled: {type(error).__name__}: {str(error)[:300]}")
-                continue
-            print(f"{script}{', compiled' if compiled else ''} on {torch.cuda.get_device_name()}: {rates[0]:.0f} "
-                  f"updates/s op by op, {rates[1]:.0f} as CUDA graphs ({rates[1] / rates[0]:.1f}x)")  # fmt: skip
-            print(f"  an update: {kernels:.0f} kernels, {microseconds:.0f} us of kernel time (a floor of "
-                  f"{1e6 / microseconds:.0f} updates/s); as a graph {1e6 / rates[1]:.0f} us")  # fmt: skip
+                print(f"{script}, compiled, {kind}: {traceback.format_exc()}", flush=True)
+
+        configurations = [(script, compiled) for compiled in (False, True) for script in scripts]
+        profiles = {configuration: measure(*configuration, seconds=0, profile=True) for configuration in configurations}
+        for (script, compiled), profile in profiles.items():
+            name = f"{script}{', compiled' if compiled else ''} on {torch.cuda.get_device_name()}"
+            if profile is None:
+                continue  # its compilation failed, printed above
+            kernels, microseconds = profile
+            print(f"{name}: an update is {kernels:.0f} kernels, {microseconds:.0f} us of kernel time (so at most "
+                  f"{1e6 / microseconds:.0f} updates/s as a graph)", flush=True)  # fmt: skip
+            rates = {how: measure(script, compiled, seconds=5.0, graph=graph)
+                     for how, graph in (("op by op", False), ("as CUDA graphs", True))}  # fmt: skip
+            print(f"{name}: " + ", ".join(f"{rate:.0f} updates/s {how} ({1e6 / rate:.0f} us an update)"
+                                          for how, rate in rates.items() if rate), flush=True)  # fmt: skip
         sys.exit(0)
     ratios = {"dau_continuous.py": [], "ddpg_baseline.py": []}
     ceilings = {script: [] for script in ratios}

@@ -5,7 +5,8 @@
 # It prints the card, the bare update's speed, the card's command cut to its first tenth (3000 s) run twice
 # with the same seed (its wall time, its evaluations' share, and whether the two evals.csv agree), and the
 # test suite on CUDA; logs and the runs' small files under $OUT.
-#   run: bash tests/gpu_check.sh seeds      the card's command, whole, for seeds 1-5 at once, beside the CPU's
+#   run: bash tests/gpu_check.sh seeds      the card's command for seeds 1-5 at once, its first 5 minutes (30-40% of
+#                                           a run there), beside the CPU's to the same time
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site MUJOCO_GL=disable PYTHONUNBUFFERED=1  # W&B stays as the suite sets it (offline)

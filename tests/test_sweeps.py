@@ -349,14 +349,16 @@ def test_ctrl_c_stops_the_runs_cleanly_and_keeps_their_logs(workdir):
 
 
 def test_at_the_deadline_the_runs_stop_with_a_checkpoint_and_the_next_call_resumes_them(workdir):
-    """--hours 0.003 (10.8 s): both runs, each far longer, get SIGTERM at the deadline, save their state and stop;
-    the executor says so, and its next call (a dry run here) resumes them from their folders. With one worker,
-    one run goes on and stops again, and the other is not started."""
+    """--hours 0.003 (10.8 s; 0.01, 36 s, on a GPU): both runs, each far longer, get SIGTERM at the deadline, save
+    their state and stop; the executor says so, and its next call (a dry run here) resumes them from their folders.
+    With one worker, one run goes on and stops again, and the other is not started."""
     (workdir / "tiny.yaml").write_text(TINY_SWEEP)
-    long = ["--override", "total_time=4000", "eval_every=2000"]
-    # On the GPU machine a run's start-up (CUDA, its graphs' capture, beside the suite's 13 other workers) took
-    # over 10.8 s once (2026-11-26, H200): the deadline came before its first round. 36 s there.
-    hours = "0.01" if os.environ.get("DAU_TEST_DEVICE") == "cuda" else "0.003"
+    # On the GPU machine a run's start-up (torch, the CUDA context, its envs and networks, beside the suite's 13
+    # other workers) took over 10.8 s once (2026-11-26, H200): the deadline came before the run could save a
+    # checkpoint. There the deadline is 36 s, and the runs ten times longer, to outlast two of them.
+    on_gpu = os.environ.get("DAU_TEST_DEVICE") == "cuda"
+    hours = "0.01" if on_gpu else "0.003"
+    long = ["--override", f"total_time={40000 if on_gpu else 4000}", "eval_every=2000"]
     stopped = executor("tiny.yaml", *long, "--hours", hours, cwd=workdir)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert stopped.stdout.count("checkpoint saved, the next call goes on from it") == 2, stopped.stdout
