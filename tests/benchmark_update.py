@@ -171,7 +171,7 @@ if __name__ == "__main__":
             print(f"{name}: " + ", ".join(f"{rate:.0f} updates/s {how} ({1e6 / rate:.0f} us an update)"
                                           for how, rate in rates.items() if rate), flush=True)  # fmt: skip
         sys.exit(0)
-    ratios = {"dau_continuous.py": [], "ddpg_baseline.py": []}
+    ratios = {script: [] for script in scripts}
     ceilings = {script: [] for script in ratios}
     for _ in range(options.repeats):
         for script in ratios:
