@@ -2,9 +2,9 @@
 # Issue 26's checks on the GPU machine in one call (docs/common.md, "On a GPU"). Here, first: `bash
 # tests/gpu_wheels.sh python` (the wheels the GPU machine lacks, into .whl/); then the device tool's
 #   run: bash tests/gpu_check.sh      carry: [".whl"]
-# It prints the card, the bare update's speed, the card's command cut to its first tenth (3000 s) run twice
-# with the same seed (its wall time, its evaluations' share, and whether the two evals.csv agree), and the
-# test suite on CUDA; logs and the runs' small files under $OUT.
+# It prints the card, the test suite on CUDA, the card's command cut to its first tenth (3000 s) run twice with
+# the same seed (its wall time, its evaluations' share, and whether the two evals.csv agree), and the bare
+# update's speed, eager and compiled; logs and the runs' small files under $OUT.
 #   run: bash tests/gpu_check.sh seeds      the card's command for seeds 1-5 at once, its first 5 minutes (30-40% of
 #                                           a run there), beside the CPU's to the same time
 set -uo pipefail
@@ -50,7 +50,9 @@ PY
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import os, torch; print('torch', torch.__version__, torch.cuda.get_device_name(), os.cpu_count(), 'cores')"
-python3 tests/benchmark_update.py --gpu 2>&1 | tee "$out/benchmark_update.txt"
+# The suite first (it must come back whole), the benchmark last: its compilations take the longest to predict.
+DAU_TEST_DEVICE=cuda timeout -s INT 390 python3 -m pytest -n 14 -q -rfEs -p no:cacheprovider --durations=12 2>&1 \
+  | tee "$out/suite.txt" | tail -n 60
 for run in 1 2; do
   card --total-time 3000 >"$out/card_$run.txt" 2>&1
   tail -n 2 "$out/card_$run.txt"
@@ -67,5 +69,4 @@ for run in sorted(pathlib.Path(sys.argv[1], "runs").glob("HalfCheetah-v4__dau_co
           f"evaluating {info['eval_wall_time']:.1f} s", [e["scaled_return"] for e in evals])
 print("same evals.csv (time, return):", len(rows) == 2 and rows[0] == rows[1])
 PY
-DAU_TEST_DEVICE=cuda timeout -s INT 390 python3 -m pytest -n 14 -q -rfEs -p no:cacheprovider --durations=12 2>&1 \
-  | tee "$out/suite.txt" | tail -n 60
+python3 tests/benchmark_update.py --gpu 2>&1 | tee "$out/benchmark_update.txt"
