@@ -1,11 +1,18 @@
 """Helpers shared by the test files: running the scripts, reading their output, exact gradients."""
 
+import atexit
 import csv
+import functools
 import glob
+import json
+import multiprocessing
 import os
+import runpy
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -23,22 +30,112 @@ def with_ctrl_c():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+# Starting a script costs a fresh interpreter about 3 CPU seconds before its first line, 2.5 of them in `import torch`,
+# and the suite starts a few hundred: a third of its time on CI's two cores. So run_script and start_and_signal
+# fork each script from a server that has imported torch and nothing else, and run it there as `python script.py
+# args` would (argv, sys.path, cwd, environment, __main__, the same exit status and output, the interpreter's
+# shutdown; `random` reseeds itself after a fork, and numpy.random, which `import torch` leaves unloaded, seeds itself
+# in the script). A command whose environment changes what `import torch` reads (OMP_NUM_THREADS, ...)
+# gets a fresh interpreter instead, as does every command the sweep tools start.
+LAUNCHER = multiprocessing.get_context("forkserver")
+LAUNCHER.set_forkserver_preload(["torch"])
+READ_BY_IMPORT_TORCH = ("OMP_", "GOMP_", "KMP_", "MKL_", "TORCH_", "PYTORCH_", "CUDA_", "CUBLAS_", "PYTHON")
+
+
+@functools.cache
+def _fresh_interpreter_path():
+    """sys.path after the script's folder in a fresh interpreter (pytest's has more), read once per worker."""
+    probe = "import json, sys; print(json.dumps(sys.path[1:]))"
+    return json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout)
+
+
+_server_env = {}  # the environment the server imported torch under: the worker's, when it started the first script
+
+
+def _forkable(env):
+    """Whether a script with environment `env` may start from the server."""
+    if not _server_env:
+        _server_env.update(os.environ)
+    names = {name for name in {*env, *_server_env} if name.startswith(READ_BY_IMPORT_TORCH)}
+    return all(env.get(name) == _server_env.get(name) for name in names)
+
+
+def _run_as_main(script, args, cwd, env, path, stdout, stderr):
+    """In the forked process: become `python script args` in cwd with env, writing to the files stdout and stderr."""
+    for stream, name in ((1, stdout), (2, stderr)):
+        file = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(file, stream)
+        os.close(file)
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv, sys.path[:] = [script, *args], [str(Path(script).parent), *path]
+    try:
+        runpy.run_path(script, run_name="__main__")
+    finally:  # what the interpreter does at exit, which a process of multiprocessing skips: wait, then atexit
+        for thread in threading.enumerate():
+            if thread is not threading.main_thread() and not thread.daemon:
+                thread.join()
+        atexit._run_exitfuncs()
+
+
+class ScriptProcess:
+    """`python script args` started from the server, or as a fresh interpreter (see above); Popen's few methods
+    that the tests use, the output read back once it has ended."""
+
+    def __init__(self, script, *args, cwd, env=None):
+        env, script = {**os.environ, **(env or {})}, str(ROOT / script)
+        self.outputs = tempfile.TemporaryDirectory()
+        self.files = [os.path.join(self.outputs.name, name) for name in ("stdout", "stderr")]
+        if _forkable(env):
+            path = _fresh_interpreter_path()
+            self.process = LAUNCHER.Process(target=_run_as_main, args=(script, args, str(cwd), env, path, *self.files))
+            self.process.start()
+        else:
+            with open(self.files[0], "w") as stdout, open(self.files[1], "w") as stderr:
+                self.process = subprocess.Popen([sys.executable, script, *args], cwd=cwd, env=env, stdout=stdout,
+                                                stderr=stderr)  # fmt: skip
+        self.pid = self.process.pid
+
+    def poll(self):
+        if isinstance(self.process, subprocess.Popen):
+            return self.process.poll()
+        return self.process.exitcode
+
+    def send_signal(self, signum):
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def communicate(self, timeout=None):
+        """Wait for the end (killing the process after `timeout` seconds: subprocess.TimeoutExpired), then
+        (returncode, stdout, stderr)."""
+        if isinstance(self.process, subprocess.Popen):
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                raise
+        else:
+            self.process.join(timeout)
+            if self.process.exitcode is None:
+                self.process.kill()
+                self.process.join()
+                raise subprocess.TimeoutExpired(self.files, timeout)
+        stdout, stderr = (Path(name).read_text() for name in self.files)
+        self.outputs.cleanup()
+        return self.poll(), stdout, stderr
+
+
 def run_script(script, *args, cwd, env=None, check=True, timeout=300):
-    result = subprocess.run(
-        [sys.executable, str(ROOT / script), *args],
-        cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
-    )  # fmt: skip
+    returncode, stdout, stderr = ScriptProcess(script, *args, cwd=cwd, env=env).communicate(timeout)
     if check:
-        assert result.returncode == 0, result.stderr[-3000:]
-    return result
+        assert returncode == 0, stderr[-3000:]
+    return subprocess.CompletedProcess([script, *args], returncode, stdout, stderr)
 
 
 def start_and_signal(script, *args, cwd, signum, rows=3, env=None):
     """Start a run, send `signum` once its evals.csv has `rows` lines (the header included), wait for it."""
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / script), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, **(env or {})},
-    )  # fmt: skip
+    process = ScriptProcess(script, *args, cwd=cwd, env=env)
     deadline = time.time() + 120
     while time.time() < deadline and process.poll() is None:
         files = glob.glob(str(cwd / "runs" / "*" / "evals.csv"))
@@ -46,8 +143,7 @@ def start_and_signal(script, *args, cwd, signum, rows=3, env=None):
             break
         time.sleep(0.01)
     process.send_signal(signum)
-    stdout, stderr = process.communicate(timeout=120)
-    return process.returncode, stdout, stderr
+    return process.communicate(timeout=120)
 
 
 def read_csv(path):

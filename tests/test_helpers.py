@@ -1,0 +1,97 @@
+"""The suite's own launcher (helpers.ScriptProcess): a script forked from the server that has imported torch runs as
+it would as `python script.py args` in a fresh interpreter, so that every test that starts a script tests the
+script, not the launcher."""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers import ScriptProcess
+
+PROBE = """
+import atexit, json, os, random, sys, threading, time
+import numpy as np
+import torch
+
+def at_exit():
+    print("atexit ran", flush=True)
+
+atexit.register(at_exit)
+if sys.argv[1] == "wait":
+    import signal
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))
+    print("waiting", flush=True)
+    time.sleep(60)
+if sys.argv[1] == "raise":
+    raise ValueError("a probe's error")
+threading.Thread(target=lambda: (time.sleep(0.3), print("thread ended", flush=True))).start()
+print(json.dumps({"argv": sys.argv, "path": sys.path, "cwd": os.getcwd(), "name": __name__, "file": __file__,
+                  "probe_variable": os.environ.get("PROBE_VARIABLE"), "threads": torch.get_num_threads(),
+                  "numpy": np.random.rand(), "random": random.random()}))
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.fixture
+def probe(tmp_path):
+    path = tmp_path / "probe.py"
+    path.write_text(PROBE)
+    (tmp_path / "work").mkdir()
+    return path
+
+
+def forked(probe, *args, env=None):
+    """The probe started from the server (asserted: not as a fresh interpreter): (returncode, stdout, stderr)."""
+    process = ScriptProcess(probe, *args, cwd=probe.parent / "work", env=env)
+    assert not isinstance(process.process, subprocess.Popen)
+    return subprocess.CompletedProcess(args, *process.communicate(timeout=60))
+
+
+def fresh(probe, *args, env):
+    return subprocess.run([sys.executable, str(probe), *args], capture_output=True, text=True,
+                          cwd=probe.parent / "work", env={**os.environ, **env})  # fmt: skip
+
+
+def test_a_forked_script_runs_as_under_a_fresh_interpreter(probe):
+    env = {"PROBE_VARIABLE": "set by the test"}
+    outputs = []
+    for result in [forked(probe, "3", env=env), forked(probe, "3", env=env), fresh(probe, "3", env=env)]:
+        assert result.returncode == 3 and result.stderr == "", result.stderr
+        lines = result.stdout.splitlines()
+        # The interpreter's shutdown: non-daemon threads are waited for, then the atexit functions run.
+        assert lines[1:] == ["thread ended", "atexit ran"], lines
+        outputs.append(json.loads(lines[0]))
+    for output in outputs:
+        assert {k: v for k, v in output.items() if k not in ("numpy", "random")} == {
+            k: v for k, v in outputs[-1].items() if k not in ("numpy", "random")
+        }
+    # Each forked script draws from a fresh RNG state, as a fresh interpreter does (not the server's, shared by all).
+    assert outputs[0]["numpy"] != outputs[1]["numpy"] and outputs[0]["random"] != outputs[1]["random"]
+
+
+def test_a_forked_script_reports_errors_and_signals_as_a_fresh_interpreter_does(probe):
+    raised, reference = forked(probe, "raise"), fresh(probe, "raise", env={})
+    assert raised.returncode == reference.returncode == 1
+    assert raised.stderr.splitlines()[-1] == reference.stderr.splitlines()[-1] == "ValueError: a probe's error"
+    for signum, handled in ((signal.SIGTERM, 7), (signal.SIGKILL, -signal.SIGKILL)):
+        process = ScriptProcess(probe, "wait", cwd=probe.parent / "work")
+        stdout = pathlib.Path(process.files[0])
+        deadline = time.time() + 60
+        while time.time() < deadline and not (stdout.exists() and "waiting" in stdout.read_text()):
+            time.sleep(0.01)
+        process.send_signal(signum)
+        returncode, stdout, _ = process.communicate(timeout=30)
+        assert returncode == handled and ("atexit ran" in stdout) == (signum == signal.SIGTERM)
+
+
+def test_an_environment_that_import_torch_reads_gets_a_fresh_interpreter(probe):
+    threads = str(3 - int(os.environ.get("OMP_NUM_THREADS", "1")))  # not the server's: 2 if it has 1, else 1
+    process = ScriptProcess(probe, "0", cwd=probe.parent / "work", env={"OMP_NUM_THREADS": threads})
+    assert isinstance(process.process, subprocess.Popen)
+    returncode, stdout, stderr = process.communicate(timeout=60)
+    assert returncode == 0 and json.loads(stdout.splitlines()[0])["threads"] == int(threads), stderr
