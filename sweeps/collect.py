@@ -26,17 +26,24 @@ class Options:
 
 
 def collect(runs, out):
-    """Copy every completed run not yet in `out`; returns the names of the runs copied."""
+    """Copy every completed run not yet in `out`; returns the names of the runs copied. A run is copied into
+    out/.partial/ and moved into place once whole: a copy cut short (a kill, a full disk) leaves no folder that
+    the next call would take for a kept run and the plots for a finished one."""
     copied = []
     for run_json in sorted(Path(runs).glob("*/run.json")):
         if not json.loads(run_json.read_text()).get("completed") or (Path(out) / run_json.parent.name).exists():
             continue
         target = Path(out) / run_json.parent.name
-        target.mkdir(parents=True)
+        staging = Path(out) / ".partial" / target.name  # two levels down: not among the plots' */run.json
+        shutil.rmtree(staging, ignore_errors=True)  # what an earlier copy cut short left
+        staging.mkdir(parents=True)
         for name in ("run.json", "evals.csv", "diagnostics.csv"):
             if (run_json.parent / name).exists():  # (runs from before diagnostics.csv have none)
-                shutil.copy2(run_json.parent / name, target / name)
+                shutil.copy2(run_json.parent / name, staging / name)
+        staging.rename(target)
         copied.append(target.name)
+    if (Path(out) / ".partial").is_dir() and not any((Path(out) / ".partial").iterdir()):
+        (Path(out) / ".partial").rmdir()
     return copied
 
 

@@ -415,6 +415,33 @@ def test_collect_keeps_the_small_files_of_finished_runs_only(tmp_path):
     assert len(plot.load_runs(tmp_path / "results")["Pendulum-v1"]["DAU"][0.01]) == 2  # the plots read them
 
 
+def test_a_collect_cut_short_leaves_no_partial_run(tmp_path, monkeypatch):
+    """A copy stopped after a run's first file (a kill, a full disk) leaves no run folder in the results, and the
+    next call copies the run whole."""
+    import collect
+    import plot
+
+    write_run(tmp_path / "runs", "dau_continuous.py", 0.01, 1, [-1400, -200])
+    copy2 = collect.shutil.copy2
+
+    def copy_then_stop(source, target):
+        if Path(source).name == "evals.csv":
+            raise OSError("No space left on device")
+        copy2(source, target)
+
+    monkeypatch.setattr(collect.shutil, "copy2", copy_then_stop)
+    with pytest.raises(OSError):
+        collect.collect(tmp_path / "runs", tmp_path / "results")
+    assert list((tmp_path / "results").glob("*/run.json")) == []
+    monkeypatch.setattr(collect.shutil, "copy2", copy2)
+    assert len(collect.collect(tmp_path / "runs", tmp_path / "results")) == 1
+    assert sorted(path.name for path in (tmp_path / "results").glob("*/*")) == ["evals.csv", "run.json"]
+    assert [path.name for path in (tmp_path / "results").iterdir()] == [
+        path.name for path in (tmp_path / "runs").iterdir()
+    ]
+    assert len(plot.load_runs(tmp_path / "results")["Pendulum-v1"]["DAU"][0.01]) == 1
+
+
 def test_the_diagnostics_figure(tmp_path):
     """sweeps/diagnostics.py reads each run's diagnostics.csv (td_rate: sqrt(losses/td) / dt, per run) and draws
     the columns asked for; runs without one, unknown columns and empty folders get a clear error."""
