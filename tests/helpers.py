@@ -114,6 +114,7 @@ class ScriptProcess:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+                self.process.wait()  # reaped, as on the forked path
                 raise
         else:
             self.process.join(timeout)
