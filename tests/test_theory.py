@@ -164,7 +164,7 @@ def learn_frozen_policy(dt, gamma, learning_time=50.0, batch_size=256, hidden_si
     value, advantage = dau.Value(1, hidden_size, normalizer), dau.Advantage(1, 1, hidden_size, normalizer)
     policy = FrozenLinearPolicy(GAIN)
     parameters = [*value.parameters(), *advantage.parameters()]
-    optimizer = torch.optim.RMSprop(parameters, lr=0.1 * dt, alpha=1 - dt, momentum=0)
+    optimizer = torch.optim.RMSprop(parameters, lr=0.1 * dt, alpha=1 - dt, momentum=0, foreach=True)  # as the script's
     growth, gain = lq.transition(dt)
     for _ in range(round(learning_time / dt)):
         state = torch.rand(batch_size, 1, generator=generator) * 3 - 1.5
