@@ -7,6 +7,7 @@
 # update's speed, eager and compiled; logs and the runs' small files under $OUT.
 #   run: bash tests/gpu_check.sh seeds      the card's command for seeds 1-5 at once, its first 5 minutes (30-40% of
 #                                           a run there), beside the CPU's to the same time
+#   run: bash tests/gpu_check.sh profile    the card's command cut to 3000 s under cProfile: where a round's time goes
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site MUJOCO_GL=disable PYTHONUNBUFFERED=1  # W&B stays as the suite sets it (offline)
@@ -45,6 +46,33 @@ for seed in range(1, 6):
 for device, values in means.items():
     if values:
         print(f"{device}: mean {statistics.mean(values):.1f}, from {min(values):.1f} to {max(values):.1f}")
+PY
+  exit 0
+fi
+if [ "${1:-}" = profile ]; then
+  # Where a GPU round's CPU time goes (not yet profiled on the device: docs/common.md, "On a GPU"): the card's
+  # command cut to 3000 s under cProfile, its functions by own time and the loop's parts by cumulative time. A
+  # Tensor.cpu() waits for the GPU: the action's for the policy's forward pass, the round's statistics' for the
+  # replayed graph (whose own launch, `replay`, returns at once).
+  (cd "$runs_at" && python3 -m cProfile -o "$out/card.prof" "$repo/dau_continuous.py" --env-id HalfCheetah-v4 \
+    --dt 0.005 --total-time 3000 >"$out/card_profiled.txt" 2>&1)
+  tail -n 2 "$out/card_profiled.txt"
+  python3 - "$out/card.prof" <<'PY' | tee "$out/profile.txt"
+import pstats, sys
+stats = pstats.Stats(sys.argv[1])
+rounds = sum(entry[1] for func, entry in stats.stats.items() if func[2] == "train_round")
+print(f"{rounds} rounds; per round, in ms (cumulative, own time in brackets):")
+parts = {("dau_continuous.py", "env_step"): "env_step (stepping the 256 envs)", ("dau_continuous.py", "evaluate"):
+         "evaluate (all evaluations)", ("dau_continuous.py", "add"): "ReplayBuffer.add", ("dau_continuous.py",
+         "sample"): "ReplayBuffer.sample", ("dau_continuous.py", "update"): "Normalizer.update or update()",
+         ("dau_continuous.py", "step"): "OUNoise.step", ("dau_continuous.py", "forward"): "networks' forward",
+         ("dau_continuous.py", "replay"): "graph replay (launch)", ("~", "<method 'cpu' of 'torch._C.TensorBase' "
+         "objects>"): "Tensor.cpu (GPU waits)", ("~", "<method 'numpy' of 'torch._C.TensorBase' objects>"): "Tensor.numpy"}
+for (file, line, name), (_, calls, own, cumulative, _) in sorted(stats.stats.items(), key=lambda item: -item[1][3]):
+    for (part_file, part_name), label in parts.items():
+        if file.endswith(part_file) and name == part_name:
+            print(f"  {label:40s} {1000 * cumulative / rounds:8.2f} ({1000 * own / rounds:.2f}), {calls} calls, line {line}")
+stats.sort_stats("tottime").print_stats(25)
 PY
   exit 0
 fi
