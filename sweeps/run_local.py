@@ -37,10 +37,10 @@ from types import SimpleNamespace
 import tyro
 import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
+# dt_wrappers (which imports torch) and W&B are imported where first needed: 3.5 s together, which a command
+# refused for bad input (a missing file, --workers 0, an override without "=") does not wait for.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from dt_wrappers import CHECKPOINT, env_settings, make_env, set_round_seconds  # noqa: E402
 
 
 @dataclass
@@ -97,11 +97,12 @@ def load_sweep(path, overrides=()):
     if not Path(sweep.get("program", "")).is_file():
         raise ValueError(f"{path}: program {sweep.get('program')!r} not found: run from the repository root")
     parameters = dict(sweep.get("parameters") or {})
+    for override in overrides:
+        if not all(override.partition("=")[1:]):
+            raise ValueError(f"--override {override!r}: expected KEY=VALUE or KEY=V1,V2")
     defaults = script_defaults(sweep["program"])
     for override in overrides:
-        key, separator, values = override.partition("=")
-        if not separator or not values:
-            raise ValueError(f"--override {override!r}: expected KEY=VALUE or KEY=V1,V2")
+        key, _, values = override.partition("=")
         values = [parse_value(value) for value in values.split(",")]
         if defaults.get(key) is not False:  # only a flag off by default takes a boolean (see below)
             values = [str(value) if isinstance(value, bool) else value for value in values]
@@ -128,6 +129,8 @@ def grid(sweep):
 
 def agent_command(sweep, point):
     """The command `wandb agent` starts for this grid point (wandb_agent.Agent._command_run)."""
+    from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
+
     macros = create_sweep_command_args({"args": {key: {"value": value} for key, value in point.items()}})
     macros |= {"env": ["/usr/bin/env"], "interpreter": [sys.executable], "program": [sweep["program"]]}
     command = []
@@ -160,6 +163,8 @@ def finished_runs(runs_dir):
 
 def resumable_runs(runs_dir):
     """run.json of every unfinished run that has a checkpoint to go on from, with its folder as "run_dir"."""
+    from dt_wrappers import CHECKPOINT
+
     runs = []
     for path in sorted(Path(runs_dir).glob("*/run.json"), reverse=True):  # the latest start first
         info = read_run(path)
@@ -172,6 +177,8 @@ def resumable_runs(runs_dir):
 def settings_of(env_id):
     """What the scripts put in place of the arguments left at None for this env (run.json records those), and
     its native dt."""
+    from dt_wrappers import env_settings, make_env
+
     env = make_env(env_id)
     return env_settings(env), env.get_wrapper_attr("dt")
 
@@ -179,6 +186,8 @@ def settings_of(env_id):
 def run_args(sweep, point):
     """The arguments a grid point's run will have: the point's, the script's defaults for the rest, the env's
     settings for those left at None, and the round that --round-seconds sets (as run.json records them)."""
+    from dt_wrappers import set_round_seconds
+
     wanted = {**sweep["defaults"], **point}
     settings, native_dt = settings_of(wanted["env_id"])
     args = wanted | {key: settings[key] for key, value in wanted.items() if value is None and key in settings}
