@@ -37,9 +37,11 @@ from types import SimpleNamespace
 import tyro
 import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
-# dt_wrappers (which imports torch) and W&B are imported where first needed: 3.5 s together, which a command
-# refused for bad input (a missing file, --workers 0, an override without "=") does not wait for.
+# dt_wrappers (which imports torch) is imported where first needed: a command refused for bad input (a missing
+# file, --workers 0, an override without "=") does not wait for torch. W&B's import stays here, before the --hours
+# clock starts: imported at the first run's start, its second or two came out of that run's time.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
@@ -97,13 +99,14 @@ def load_sweep(path, overrides=()):
     if not Path(sweep.get("program", "")).is_file():
         raise ValueError(f"{path}: program {sweep.get('program')!r} not found: run from the repository root")
     parameters = dict(sweep.get("parameters") or {})
+    parsed = []  # (key, values), checked before the script is imported
     for override in overrides:
-        if not all(override.partition("=")[1:]):
+        key, separator, values = override.partition("=")
+        if not separator or not values:
             raise ValueError(f"--override {override!r}: expected KEY=VALUE or KEY=V1,V2")
+        parsed.append((key, [parse_value(value) for value in values.split(",")]))
     defaults = script_defaults(sweep["program"])
-    for override in overrides:
-        key, _, values = override.partition("=")
-        values = [parse_value(value) for value in values.split(",")]
+    for key, values in parsed:
         if defaults.get(key) is not False:  # only a flag off by default takes a boolean (see below)
             values = [str(value) if isinstance(value, bool) else value for value in values]
         parameters[key] = {"value": values[0]} if len(values) == 1 else {"values": values}
@@ -129,8 +132,6 @@ def grid(sweep):
 
 def agent_command(sweep, point):
     """The command `wandb agent` starts for this grid point (wandb_agent.Agent._command_run)."""
-    from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
-
     macros = create_sweep_command_args({"args": {key: {"value": value} for key, value in point.items()}})
     macros |= {"env": ["/usr/bin/env"], "interpreter": [sys.executable], "program": [sweep["program"]]}
     command = []

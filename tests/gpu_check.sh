@@ -60,16 +60,24 @@ if [ "${1:-}" = profile ]; then
   python3 - "$out/card.prof" <<'PY' | tee "$out/profile.txt"
 import pstats, sys
 stats = pstats.Stats(sys.argv[1])
-rounds = sum(entry[1] for func, entry in stats.stats.items() if func[2] == "train_round")
+# One ReplayBuffer.sample a round on either device (on a GPU, train_round runs only to capture the graph).
+rounds = sum(entry[1] for (file, _, name), entry in stats.stats.items()
+             if name == "sample" and file.endswith("dau_continuous.py"))
 print(f"{rounds} rounds; per round, in ms (cumulative, own time in brackets):")
-parts = {("dau_continuous.py", "env_step"): "env_step (stepping the 256 envs)", ("dau_continuous.py", "evaluate"):
-         "evaluate (all evaluations)", ("dau_continuous.py", "add"): "ReplayBuffer.add", ("dau_continuous.py",
-         "sample"): "ReplayBuffer.sample", ("dau_continuous.py", "update"): "Normalizer.update or update()",
-         ("dau_continuous.py", "step"): "OUNoise.step", ("dau_continuous.py", "forward"): "networks' forward",
-         ("dau_continuous.py", "replay"): "graph replay (launch)", ("~", "<method 'cpu' of 'torch._C.TensorBase' "
-         "objects>"): "Tensor.cpu (GPU waits)", ("~", "<method 'numpy' of 'torch._C.TensorBase' objects>"): "Tensor.numpy"}
+parts = [
+    ("dau_continuous.py", "env_step", "env_step (stepping the 256 envs)"),
+    ("dau_continuous.py", "evaluate", "evaluate (all evaluations)"),
+    ("dau_continuous.py", "add", "ReplayBuffer.add"),
+    ("dau_continuous.py", "sample", "ReplayBuffer.sample"),
+    ("dau_continuous.py", "update", "Normalizer.update or update()"),
+    ("dau_continuous.py", "step", "OUNoise.step"),
+    ("dau_continuous.py", "forward", "networks' forward"),
+    ("dau_continuous.py", "replay", "graph replay (launch)"),
+    ("~", "<method 'cpu' of 'torch._C.TensorBase' objects>", "Tensor.cpu (GPU waits)"),
+    ("~", "<method 'numpy' of 'torch._C.TensorBase' objects>", "Tensor.numpy"),
+]
 for (file, line, name), (_, calls, own, cumulative, _) in sorted(stats.stats.items(), key=lambda item: -item[1][3]):
-    for (part_file, part_name), label in parts.items():
+    for part_file, part_name, label in parts:
         if file.endswith(part_file) and name == part_name:
             print(f"  {label:40s} {1000 * cumulative / rounds:8.2f} ({1000 * own / rounds:.2f}), {calls} calls, line {line}")
 stats.sort_stats("tottime").print_stats(25)
