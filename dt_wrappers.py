@@ -35,22 +35,14 @@ The env exposes `dt` and `ref_dt` via `env.get_wrapper_attr(...)`.
 every argument left unset: the paper's settings (appendix "Environment dependent
 hyperparameters") and this project's budgets and replay memory, in physical seconds.
 
-The last section is the part of `--resume` that is the same in all four scripts:
-an env's state, the random generators, atomic checkpoint files, the arguments a
-resumed run may change, and SIGTERM.
+`PhysicalTimeVideo` records an episode at real speed at any `dt`, and the last
+section saves and restores an env's state (its simulator and generator), which
+`run_harness.py`'s checkpoints use. Everything else a run needs that is not the
+time step (arguments, logs, checkpoints, W&B) is in `run_harness.py`.
 """
 
-import dataclasses
-import fcntl
-import importlib.metadata
-import itertools
-import json
 import math
 import os
-import platform
-import random
-import shutil
-import signal
 import sys
 import warnings
 
@@ -61,7 +53,6 @@ import gymnasium as gym  # noqa: E402
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import tyro  # noqa: E402
 
 # Box2D's SWIG bindings: "builtin type SwigPyPacked has no __module__ attribute" (shown where
 # DeprecationWarnings are, e.g. in tests and notebooks) as it is imported.
@@ -259,38 +250,6 @@ class PhysicalTimeVideo(RecordVideo):
                 self.recorded_frames += self.recorded_frames[-1:] * (due - len(self.recorded_frames))
 
 
-VIDEO_EVALUATIONS = {0} | {4**k for k in range(32)}
-
-
-class EvaluationVideos:
-    """--capture-video: one episode of the deterministic policy, recorded at evaluations 0, 1, 4, 16, 64...
-    and at the end, into `folder` (`fps` frames per physical second)."""
-
-    def __init__(self, env_id, dt, time_limit, folder, seed=None, fps=30):
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame (classic control, Box2D) renders off screen
-        env = make_env(env_id, dt, time_limit, seed, render_mode="rgb_array")
-        base = env.unwrapped
-        if isinstance(base, MujocoEnv):  # the model's tracking camera: the free one loses a runner in seconds
-            track = mujoco.mj_name2id(base.model, mujoco.mjtObj.mjOBJ_CAMERA, "track")
-            if track >= 0:
-                base.mujoco_renderer.camera_id = track
-        self.env = PhysicalTimeVideo(env, folder, episode_trigger=lambda episode: True, fps=fps)
-        self.evaluations = 0
-
-    def record(self, policy, name, final=False):
-        """Record one episode of `policy` (observation -> env action) to <name>-episode-<n>.mp4 if this
-        evaluation (counted from 0) is due a video; the first and the final one always are."""
-        index, self.evaluations = self.evaluations, self.evaluations + 1
-        if not (final or index in VIDEO_EVALUATIONS):
-            return
-        self.env.name_prefix = name
-        observation, _ = self.env.reset()
-        terminated = truncated = False
-        while not (terminated or truncated):
-            observation, _, terminated, truncated, _ = self.env.step(policy(observation))
-        self.env.stop_recording()  # write the file now, not at the next reset
-
-
 def set_time_step(env, dt):
     """Make the unwrapped `env` integrate over `dt` seconds per step (None: keep the
     native step); return the native step."""
@@ -318,38 +277,6 @@ def set_time_step(env, dt):
     )
 
 
-def library_versions():
-    """Python's and the libraries' versions a run's numbers depend on (run.json), None for one not installed."""
-    # torch's own version names its build (2.13.0+cpu, 2.11.0+cu130), which a GPU image's pip metadata may not.
-    versions = {"python": platform.python_version(), "torch": torch.__version__}
-    for name in ("numpy", "gymnasium", "mujoco", "box2d"):
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
-
-
-def machine_info(device):
-    """What a run ran on, beside library_versions (run.json): the CPU's model, the cores this process may use,
-    torch's threads, MKL's pinned code path (MKL_CBWR, None: MKL's own choice) and the device. The same seed gives
-    the same numbers only with the same thread count, and on another machine only with a CPU that takes the same
-    code path (docs/common.md, "Reproducibility and speed")."""
-    cpu = None
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as file:
-            cpu = next((line.split(":", 1)[1].strip() for line in file if line.startswith("model name")), None)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
-    return {
-        "cpu": cpu or platform.processor() or platform.machine(),
-        "cores": cores,
-        "torch_threads": torch.get_num_threads(),
-        "mkl_cbwr": os.environ.get("MKL_CBWR"),
-        "device": device_name,
-    }
-
-
 def check_dt(dt):
     """Raise a ValueError unless dt is a usable time step in seconds."""
     if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt) or dt <= 0:
@@ -358,24 +285,6 @@ def check_dt(dt):
         raise ValueError(
             f"dt must be below 1 s, got {dt!r}: the algorithms use RMSprop smoothing 1 - dt, which must stay in (0, 1)"
         )
-
-
-def set_round_seconds(args, dt):
-    """--round-seconds: rounds of the same physical length at every dt. The paper's round is nb_steps = 10 steps
-    in each env whatever dt, 10 dt physical seconds, so the networks change every 0.1 s of each env's experience at
-    dt 0.01 and every 0.005 s at dt 0.0005. With --round-seconds T each env steps round(T / dt) times per round,
-    and the round has updates_per_round / steps_per_round gradient steps per env step, so that the updates per
-    physical second (and per transition) stay the paper's. Sets args.steps_per_round and args.updates_per_round;
-    leaves them as they are without the flag."""
-    if args.round_seconds is None or args.steps_per_round < 1:  # (check_args refuses steps_per_round < 1)
-        return
-    if not 0 < args.round_seconds < math.inf:
-        raise ValueError(f"--round-seconds must be positive and finite, got {args.round_seconds}")
-    steps = round(args.round_seconds / dt)
-    if steps < 1:
-        raise ValueError(f"--round-seconds {args.round_seconds:g} is shorter than one step (dt {dt:g} s)")
-    args.updates_per_round = max(1, round(args.updates_per_round * steps / args.steps_per_round))
-    args.steps_per_round = steps
 
 
 def make_env(env_id, dt=None, time_limit=None, seed=None, **make_kwargs):
@@ -391,12 +300,8 @@ def make_env(env_id, dt=None, time_limit=None, seed=None, **make_kwargs):
     return wrapper(env, dt, time_limit, seed)
 
 
-# --- Checkpoints (--checkpoint-every, --resume, SIGTERM): the parts that are the same in all four scripts ---
+# --- An env's state (run_harness.py's checkpoints save and restore the envs with these) ---
 
-CHECKPOINT = "checkpoint.pt"  # runs/<run_name>/checkpoint.pt: the run's latest whole training state, one per run
-# Arguments a resumed run may change: none of them changes what the run computes (a larger --total-time
-# only adds rounds).
-RESUME_MAY_CHANGE = ("resume", "total_time", "track", "save_model", "capture_video", "checkpoint_every")
 CLASSIC_STATE = ("state", "steps_beyond_terminated", "last_u")  # all a classic-control env's dynamics read
 # What Gymnasium's MuJoCo envs read of mjData before a step (positions for their rewards: Ant's torso, Humanoid's
 # centre of mass, Reacher's fingertip). mj_step computed them at the start of its last substep, not at the state
@@ -461,145 +366,3 @@ def restore_envs(envs, states, obs=None):
         if not set_env_state(env, state) and obs is not None:
             obs[index] = env.reset()[0]
     return obs
-
-
-def random_state():
-    """Python's, NumPy's and torch's global generators (CUDA's too where there is one)."""
-    numpy_state = np.random.get_state(legacy=False)
-    numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()
-    state = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_random_state(state):
-    random.setstate(state["python"])
-    numpy_state = state["numpy"]
-    key = np.array(numpy_state["state"]["key"], dtype=np.uint32)
-    np.random.set_state({**numpy_state, "state": {**numpy_state["state"], "key": key}})
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def replace_atomically(path, mode, write):
-    """`write(file)` to a file beside `path`, flushed to disk, then renamed over `path`: a kill or an error
-    during the write leaves the previous file whole, and a reader never sees half a file."""
-    partial = f"{path}.partial"
-    with open(partial, mode) as file:
-        write(file)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(partial, path)
-
-
-def save_checkpoint(state, path):
-    """torch.save, atomically: a kill during the write leaves the previous checkpoint whole."""
-    replace_atomically(path, "wb", lambda file: torch.save(state, file))
-
-
-def save_json(data, path):
-    """json.dump, atomically (run.json, which sweeps/ reads while runs go on and after they stop)."""
-    replace_atomically(path, "w", lambda file: json.dump(data, file, indent=1))
-
-
-def load_checkpoint(run_dir, script):
-    """The checkpoint of runs/<run_name> for `script`, loaded as data only (weights_only: it runs no code);
-    a ValueError that says what is wrong if it is missing, unreadable or another script's."""
-    path = os.path.join(run_dir, CHECKPOINT)
-    if not os.path.isfile(path):
-        reason = "no such folder" if not os.path.isdir(run_dir) else f"no {CHECKPOINT} in it"
-        raise ValueError(f"--resume {run_dir}: {reason}. A run keeps one when it is stopped by SIGTERM or run with "
-                         "--checkpoint-every; start it again without --resume")  # fmt: skip
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # a truncated or corrupt file: zip, pickle or EOF errors
-        raise ValueError(f"--resume {run_dir}: {path} is not a readable checkpoint ({type(error).__name__}: "
-                         f"{str(error).splitlines()[0] if str(error) else 'no detail'})") from None  # fmt: skip
-    if not isinstance(checkpoint, dict) or checkpoint.get("script") != script:
-        made_by = checkpoint.get("script") if isinstance(checkpoint, dict) else None
-        raise ValueError(f"--resume {run_dir}: its checkpoint was made by {made_by}, not {script}")
-    return checkpoint
-
-
-def parse_args(args_class, description, script):
-    """The command line, and with --resume the run's checkpoint: every argument defaults to the run's own, and
-    one given that would change what the run computes is refused. Returns (args, checkpoint or None)."""
-    args = tyro.cli(args_class, description=description)
-    if args.resume is None:
-        return args, None
-    try:
-        checkpoint = load_checkpoint(args.resume, script)
-        original = args_class(**checkpoint["args"])
-    except (ValueError, TypeError) as error:
-        sys.exit(f"error: {error}")
-    args = tyro.cli(args_class, description=description, default=dataclasses.replace(original, resume=args.resume))
-    for field in dataclasses.fields(args_class):
-        name, given, was = field.name, getattr(args, field.name), getattr(original, field.name)
-        if name not in RESUME_MAY_CHANGE and given != was:
-            flag = "--" + name.replace("_", "-")
-            sys.exit(f"error: --resume continues {args.resume} with its own arguments: {flag} {given} would change "
-                     f"what it computes (it ran with {was}). Leave it out, or start a new run")  # fmt: skip
-    if args.total_time < original.total_time:
-        sys.exit(f"error: --total-time {args.total_time:g} is shorter than the run's {original.total_time:g} s: a "
-                 "resumed run goes on to its own --total-time or to a larger one")  # fmt: skip
-    return args, checkpoint
-
-
-def new_run_dir(run_name, runs="runs"):
-    """Make the folder of a new run, runs/<run_name>, and return its name. The name ends in the start second, so two
-    runs of the same script, env, dt and seed that differ in another argument (a grid over it, started on a fast
-    machine) can get the same one: the second then gets runs/<run_name>_2, and so on. os.mkdir is atomic, so two
-    processes never get the same folder."""
-    os.makedirs(os.path.dirname(os.path.join(runs, run_name)), exist_ok=True)  # (an env id may name a folder)
-    for number in itertools.count(1):
-        name = run_name if number == 1 else f"{run_name}_{number}"
-        try:
-            os.mkdir(os.path.join(runs, name))
-            return name
-        except FileExistsError:
-            continue
-
-
-def claim_run_dir(run_dir):
-    """Hold runs/<run_name> for this process while it lives (an OS lock, released however the process ends): a
-    second process for the same folder, such as a --resume of a run still going, gets a ValueError."""
-    lock = open(os.path.join(run_dir, "running.lock"), "a+")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.seek(0)
-        raise ValueError(f"{run_dir} is in use by another process (pid {lock.read().strip() or '?'}): wait for it to "
-                         "stop, or stop it (SIGTERM saves a checkpoint)") from None  # fmt: skip
-    except OSError:  # a file system without locks: nothing to hold
-        return lock
-    lock.truncate(0)
-    lock.write(str(os.getpid()))
-    lock.flush()
-    return lock
-
-
-def check_disk(folder, checkpoint_bytes):
-    """Refuse a run whose checkpoint cannot be written: a new one is written beside the last, then replaces it."""
-    while not os.path.isdir(folder):  # runs/ may not exist yet: the disk it will be on
-        folder = os.path.dirname(os.path.abspath(folder))
-    existing = os.path.join(folder, CHECKPOINT)
-    free = shutil.disk_usage(folder).free + (os.path.getsize(existing) if os.path.isfile(existing) else 0)
-    if 2 * checkpoint_bytes > free:
-        raise ValueError(f"a checkpoint of this run takes up to {checkpoint_bytes / 1e9:.2f} GB and is written beside "
-                         f"the last one ({2 * checkpoint_bytes / 1e9:.2f} GB), but {free / 1e9:.2f} GB are free "
-                         f"on the disk of {os.path.abspath(folder)}: lower --buffer-time (or --total-time), or run "
-                         "without --checkpoint-every")  # fmt: skip
-
-
-class Preemption:
-    """SIGTERM (Slurm, cloud spot machines and `wandb agent` stop a job with it) asks the training loop to save a
-    checkpoint at the end of the current round and stop; Ctrl-C (SIGINT) stops it at once, as before."""
-
-    def __init__(self):
-        self.requested = False
-        signal.signal(signal.SIGTERM, self._request)
-
-    def _request(self, signum, frame):
-        self.requested = True

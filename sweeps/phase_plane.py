@@ -54,7 +54,7 @@ def phase_plane(resolution=101):
 
 def evaluate_checkpoint(path, show):
     """V(s) (DDPG: Q(s, pi(s))) or pi(s) of a checkpoint, on the phase-plane grid."""
-    checkpoint = torch.load(path, map_location="cpu")
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     module = dau_continuous if "value" in checkpoint else ddpg_baseline
     hidden_size = checkpoint["args"]["hidden_size"]
     normalizer = module.Normalizer(3)

@@ -164,7 +164,7 @@ def finished_runs(runs_dir):
 
 def resumable_runs(runs_dir):
     """run.json of every unfinished run that has a checkpoint to go on from, with its folder as "run_dir"."""
-    from dt_wrappers import CHECKPOINT
+    from run_harness import CHECKPOINT
 
     runs = []
     for path in sorted(Path(runs_dir).glob("*/run.json"), reverse=True):  # the latest start first
@@ -187,7 +187,7 @@ def settings_of(env_id):
 def run_args(sweep, point):
     """The arguments a grid point's run will have: the point's, the script's defaults for the rest, the env's
     settings for those left at None, and the round that --round-seconds sets (as run.json records them)."""
-    from dt_wrappers import set_round_seconds
+    from run_harness import set_round_seconds
 
     wanted = {**sweep["defaults"], **point}
     settings, native_dt = settings_of(wanted["env_id"])

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from helpers import start_and_signal  # noqa: E402
 
-from dt_wrappers import CHECKPOINT, load_checkpoint, save_checkpoint  # noqa: E402
+from run_harness import CHECKPOINT, buffer_rows, load_checkpoint, save_checkpoint  # noqa: E402
 
 # script, env, dt (None: native), budget in physical seconds (None: the env's default)
 CASES = [
@@ -57,8 +57,8 @@ def measure(script, env_id, dt, total_time, folder):
     state = load_checkpoint(str(run_dir), script)
     module = importlib.import_module(script[: -len(".py")])
     resolved_dt = json.loads((run_dir / "run.json").read_text())["dt"]  # the native step where --dt was left out
-    rows = module.buffer_rows(module.Args(**state["args"]), resolved_dt)
-    replay = state["replay"]
+    rows = buffer_rows(module.Args(**state["args"]), resolved_dt)
+    replay = state["state"]["replay"]
     replay["fields"] = [torch.randn(rows, field.shape[1]) for field in replay["fields"]]
     replay["size"] = replay["capacity"] = rows
     path = run_dir / CHECKPOINT

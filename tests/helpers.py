@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -186,3 +187,38 @@ def per_sample_gradient(output, parameters):
 
 def flat(module):
     return torch.cat([p.detach().flatten() for p in module.parameters()])
+
+
+def read_wandb_run(folder):
+    """What an offline W&B run (wandb/offline-run-*/) recorded, read back from its transaction log: the history
+    rows (dicts of the logged values), the metric definitions, the config and whether it was marked preempting.
+    The log is LevelDB's record format (32 KiB blocks; 7-byte chunk headers: checksum, length, type full / first /
+    middle / last) after a 7-byte W&B header, each record a wandb_internal_pb2.Record."""
+    from wandb.proto import wandb_internal_pb2
+
+    (path,) = Path(folder).glob("run-*.wandb")
+    data, position, pending, records = path.read_bytes(), 7, b"", []
+    while position + 7 <= len(data):
+        left_in_block = 32768 - position % 32768
+        length, kind = int.from_bytes(data[position + 4 : position + 6], "little"), data[position + 6]
+        if left_in_block < 7 or (length == 0 and kind == 0):  # a block's padding
+            position += left_in_block
+            continue
+        pending += data[position + 7 : position + 7 + length]
+        position += 7 + length
+        if kind in (1, 4):  # a whole record, or its last chunk
+            records.append(wandb_internal_pb2.Record.FromString(pending))
+            pending = b""
+    history, metrics, config, preempting = [], [], {}, False
+    for record in records:
+        kind = record.WhichOneof("record_type")
+        if kind == "history":
+            history.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                            for item in record.history.item})  # fmt: skip
+        elif kind == "metric":
+            metrics.append(record.metric)
+        elif kind == "run":
+            config |= {item.key: json.loads(item.value_json) for item in record.run.config.update}
+        elif kind == "preempting":
+            preempting = True
+    return SimpleNamespace(history=history, metrics=metrics, config=config, preempting=preempting)

@@ -11,6 +11,7 @@ from helpers import assert_batch_stats, fixed_batch, flat, per_sample_gradient, 
 
 import dau_continuous as dau
 import ddpg_baseline as ddpg
+import run_harness
 from dt_wrappers import make_env
 
 
@@ -101,7 +102,8 @@ def test_advantage_of_the_policy_action_is_zero():
     assert dau.update(batch, value, advantage, actor, torch.optim.SGD(value.parameters(), lr=0.0), 0.01, 0.8)[2] > 0
 
 
-def test_truncation_keeps_the_final_observation_and_termination_stops_bootstrapping():
+@pytest.mark.parametrize("module", [dau, ddpg], ids=lambda module: module.__name__)
+def test_truncation_keeps_the_final_observation_and_termination_stops_bootstrapping(module):
     # Pendulum never terminates: a 3-step time limit truncates every third step.
     envs = gym.vector.SyncVectorEnv(
         [lambda: make_env("Pendulum-v1", dt=0.01, time_limit=0.03)] * 2,
@@ -111,7 +113,7 @@ def test_truncation_keeps_the_final_observation_and_termination_stops_bootstrapp
     low, high = envs.single_action_space.low, envs.single_action_space.high
     action = np.array([[0.5], [-0.25]], dtype=np.float32)
     for _ in range(3):
-        next_obs, reward, terminated, real_next_obs = dau.env_step(envs, action, low, high)
+        next_obs, reward, terminated, real_next_obs = module.env_step(envs, action, low, high)
     assert not terminated.any()
     for i in range(2):  # the same episode alone: its last observation is what the transition stores
         alone = make_env("Pendulum-v1", dt=0.01, time_limit=0.03)
@@ -128,15 +130,16 @@ def test_truncation_keeps_the_final_observation_and_termination_stops_bootstrapp
     hopper.reset(seed=0)
     hop_low, hop_high = hopper.single_action_space.low, hopper.single_action_space.high
     for _ in range(2000):
-        _, _, terminated, _ = dau.env_step(hopper, np.ones((1, 3), dtype=np.float32), hop_low, hop_high)
+        _, _, terminated, _ = module.env_step(hopper, np.ones((1, 3), dtype=np.float32), hop_low, hop_high)
         if terminated.any():
             break
     assert terminated.all()
 
 
-def test_evaluate_scores_the_first_episode_of_each_env_with_the_deterministic_policy():
+@pytest.mark.parametrize("module", [dau, ddpg], ids=lambda module: module.__name__)
+def test_evaluate_scores_the_first_episode_of_each_env_with_the_deterministic_policy(module):
     args = SimpleNamespace(env_id="Pendulum-v1", time_limit=0.5)
-    eval_envs = dau.make_vector_env(args, 0.05, 3, seed=10)
+    eval_envs = run_harness.make_vector_env(args, 0.05, 3, seed=10)
     space = eval_envs.single_action_space
 
     class Policy(torch.nn.Module):  # a fixed, state-dependent deterministic policy in [-1, 1]
@@ -155,7 +158,7 @@ def test_evaluate_scores_the_first_episode_of_each_env_with_the_deterministic_po
             if terminated or truncated:
                 expected.append(info["episode"]["r"])
                 break
-    scaled_return = dau.evaluate(policy, eval_envs, space.low, space.high)
+    scaled_return = module.evaluate(policy, eval_envs, space.low, space.high)
     assert scaled_return == pytest.approx(np.mean(expected), rel=1e-5)
     assert len(set(np.round(expected, 3))) == 3  # three different episodes were averaged
 

@@ -2,6 +2,7 @@
 advantage, exploration in physical time (and epsilon-greedy's collapse), replay, learning."""
 
 import copy
+from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -11,6 +12,7 @@ from helpers import TINY, assert_batch_stats, fixed_batch, flat, per_sample_grad
 
 import dau_discrete as dau
 import dqn_baseline as dqn
+import run_harness
 from dt_wrappers import make_env
 
 
@@ -145,7 +147,8 @@ def test_epsilon_greedy_collapses_as_dt_shrinks_but_ou_exploration_does_not():
     assert ou[0.0005] > 5 * epsilon[0.0005]
 
 
-def test_truncation_keeps_the_final_observation_and_termination_is_flagged():
+@pytest.mark.parametrize("module", [dau, dqn], ids=lambda module: module.__name__)
+def test_truncation_keeps_the_final_observation_and_termination_is_flagged(module):
     envs = gym.vector.SyncVectorEnv(
         [lambda: make_env("CartPole-v1", dt=0.01, time_limit=0.05)] * 2,
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
@@ -153,7 +156,7 @@ def test_truncation_keeps_the_final_observation_and_termination_is_flagged():
     envs.reset(seed=0)
     action = np.array([0, 1])
     for _ in range(5):
-        next_obs, _, terminated, real_next_obs = dau.env_step(envs, action)
+        next_obs, _, terminated, real_next_obs = module.env_step(envs, action)
     assert not terminated.any()
     for i in range(2):
         alone = make_env("CartPole-v1", dt=0.01, time_limit=0.05)
@@ -167,10 +170,33 @@ def test_truncation_keeps_the_final_observation_and_termination_is_flagged():
     )
     falling.reset(seed=0)
     for _ in range(500):  # always pushing left, the pole falls within a few seconds
-        _, _, terminated, _ = dqn.env_step(falling, np.array([0]))
+        _, _, terminated, _ = module.env_step(falling, np.array([0]))
         if terminated.any():
             break
     assert terminated.all()
+
+
+@pytest.mark.parametrize("module", [dau, dqn], ids=lambda module: module.__name__)
+def test_evaluate_scores_the_first_episode_of_each_env_with_the_greedy_policy(module):
+    """One greedy episode (argmax over the network's outputs) per evaluation env, each env's first episode."""
+    eval_envs = run_harness.make_vector_env(SimpleNamespace(env_id="CartPole-v1", time_limit=2.0), 0.02, 3, seed=10)
+
+    class Greedy(torch.nn.Module):  # a fixed, state-dependent greedy policy that drops the pole at various times
+        def forward(self, obs):
+            return torch.stack([obs[:, 1] + obs[:, 0], -obs[:, 1]], -1)
+
+    network, expected = Greedy(), []
+    for i in range(3):
+        env = make_env("CartPole-v1", dt=0.02, time_limit=2.0, seed=10 + i)
+        obs, _ = env.reset()
+        while True:
+            action = int(network(torch.as_tensor(obs[None], dtype=torch.float32))[0].argmax())
+            obs, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                expected.append(info["episode"]["r"])
+                break
+    assert module.evaluate(network, eval_envs) == pytest.approx(np.mean(expected), rel=1e-6)
+    assert len(set(expected)) == 3  # three different episodes were averaged (measured: 80, 43, 63)
 
 
 @pytest.mark.slow
@@ -202,6 +228,6 @@ def test_diagnostics_count_the_exploration_and_the_failures_of_the_run(module, t
         assert [float(row["physical_time"]) for row in rows] == pytest.approx(round_time * np.arange(1, 21))
         changed = np.mean([float(row["exploration/changed_action"]) for row in rows])
         assert changed == pytest.approx(expected, abs=0.06)  # 800 actions: the std of the share is 0.018
-        replay = torch.load(run_dir / "checkpoint.pt", weights_only=True)["replay"]
+        replay = torch.load(run_dir / "checkpoint.pt", weights_only=True)["state"]["replay"]
         failures = sum(float(row["training/failures_per_second"]) * round_time for row in rows)
         assert failures == pytest.approx(replay["fields"][3].sum().item()) and failures > 10

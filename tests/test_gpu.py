@@ -9,7 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from helpers import ROOT, TINY, read_csv, run_script
 from test_scripts import CONTINUOUS, SCRIPTS, env_defaults
+
+import run_harness
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (DAU_TEST_DEVICE=cuda)")
 
@@ -98,18 +101,17 @@ def as_the_scripts_run_on_a_gpu():
 @pytest.mark.parametrize("script", SCRIPTS)
 @pytest.mark.parametrize("eager_rounds", [0, 2])  # a fresh run, and one with optimizer state (as after --resume)
 def test_a_graphed_round_computes_what_the_eager_round_computes(script, eager_rounds, as_the_scripts_run_on_a_gpu):
-    """Rounds replayed as one CUDA graph against the same rounds launched op by op, from the same state:
-    the same statistics, parameters, targets and RMSprop state, bit for bit, round after round. The capture's
-    warm-up is undone, so the first replayed round starts where the run was. (The round here is built like the
-    scripts' own train_round; that each script hands `graphed` all the networks its update changes is read, not
-    tested: a GPU run of the script would compute the same wrong numbers twice.)"""
+    """Rounds through run_harness.graphed (the first op by op, as the capture's warm-up, the next replayed as one
+    CUDA graph) against the same rounds launched op by op, from the same state: the same statistics, parameters,
+    targets and RMSprop state, bit for bit, round after round. (The scripts' own rounds, whole runs graphed and
+    not, are compared below.)"""
     device = torch.device("cuda")
     module, modules, optimizer, train_round, batches = round_parts(script, device)
     _, graph_modules, graph_optimizer, graph_round, _ = round_parts(script, device)  # the same, twice
     for seed in range(eager_rounds):
         train_round(batches(100 + seed))
         graph_round(batches(100 + seed))
-    graphed_round = module.graphed(graph_round, graph_modules, graph_optimizer)
+    graphed_round = run_harness.graphed(graph_round, device)
     for seed in range(3):
         eager_stats, graphed_stats = train_round(batches(seed)), graphed_round(batches(seed)).clone()
         assert torch.equal(eager_stats, graphed_stats)
@@ -130,7 +132,7 @@ def test_evaluation_runs_on_the_cpu_whatever_the_networks_device(script, as_the_
     before = copy.deepcopy(network.state_dict())
 
     def score(network):
-        envs = module.make_vector_env(SimpleNamespace(env_id=env_id, time_limit=2.0), 0.05, 3, seed=10)
+        envs = run_harness.make_vector_env(SimpleNamespace(env_id=env_id, time_limit=2.0), 0.05, 3, seed=10)
         bounds = (envs.single_action_space.low, envs.single_action_space.high) if script in CONTINUOUS else ()
         return module.evaluate(network, envs, *bounds)
 
@@ -139,24 +141,54 @@ def test_evaluation_runs_on_the_cpu_whatever_the_networks_device(script, as_the_
                for name, tensor in network.state_dict().items())  # fmt: skip
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_on_a_gpu_the_replay_memory_must_fit_in_its_memory(script, monkeypatch):
+def test_on_a_gpu_the_replay_memory_must_fit_in_its_memory(monkeypatch):
     """On CUDA the buffer lives in GPU memory and a checkpoint copies it to host memory: a buffer that host
     memory would hold twice over is refused when the GPU lacks room for it (2 GiB kept for CUDA itself)."""
-    module = importlib.import_module(script[: -len(".py")])
-    args = env_defaults(module, "HalfCheetah")
-    obs_dim, action_dim = 17, (6 if script in CONTINUOUS else 1)
-    needed = module.buffer_rows(args, 0.005) * 4 * (2 * obs_dim + action_dim + 2)
-    monkeypatch.setattr(module.psutil, "virtual_memory", lambda: type("Memory", (), {"available": 10 * needed}))
+    module = importlib.import_module("dau_continuous")
+    args, row_floats = env_defaults(module, "HalfCheetah"), 2 * 17 + 6 + 2
+    needed = run_harness.buffer_rows(args, 0.005) * 4 * row_floats
+    monkeypatch.setattr(run_harness.psutil, "virtual_memory", lambda: type("Memory", (), {"available": 10 * needed}))
     for gpu_free, refused in ((needed + 2**31 - 1, True), (needed + 2**31, False)):
-        monkeypatch.setattr(module.torch.cuda, "mem_get_info", lambda device, free=gpu_free: (free, 8 * 10**10))
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device, free=gpu_free: (free, 8 * 10**10))
         if refused:
             message = re.escape("on the GPU (2 GiB kept for CUDA) ") + ".*GB are available: lower --buffer-time"
             with pytest.raises(ValueError, match=message):
-                module.check_args(args, 0.005, obs_dim, action_dim, torch.device("cuda"))
+                run_harness.check_memory(args, 0.005, row_floats, torch.device("cuda"))
         else:
-            module.check_args(args, 0.005, obs_dim, action_dim, torch.device("cuda"))
-    module.check_args(args, 0.005, obs_dim, action_dim)  # on the CPU, host memory alone: it fits
-    monkeypatch.setattr(module.psutil, "virtual_memory", lambda: type("Memory", (), {"available": needed - 1}))
+            run_harness.check_memory(args, 0.005, row_floats, torch.device("cuda"))
+    run_harness.check_memory(args, 0.005, row_floats, torch.device("cpu"))  # on the CPU, host memory alone: it fits
+    monkeypatch.setattr(run_harness.psutil, "virtual_memory", lambda: type("Memory", (), {"available": needed - 1}))
     with pytest.raises(ValueError, match=re.escape("in host memory") + ".*GB are available"):  # the host's copy
-        module.check_args(args, 0.005, obs_dim, action_dim, torch.device("cuda"))
+        run_harness.check_memory(args, 0.005, row_floats, torch.device("cuda"))
+
+
+EAGER = """import runpy, sys
+sys.path.insert(0, {root!r})
+import run_harness
+run_harness.graphed = lambda train_round, device: train_round  # every round op by op
+sys.argv[0] = {script!r}
+runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
+@cuda
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_scripts_graphed_run_computes_what_its_eager_run_computes(script, tmp_path):
+    """The script's own round and wiring on CUDA: a run whose rounds are replayed as CUDA graphs (the default on a
+    GPU) writes the same evaluations and diagnostics, bit for bit, as the same run with every round op by op; a
+    network or optimizer state the script failed to hand the graph would part them after the first round."""
+    env_args = ["--env-id", "Pendulum-v1" if script in CONTINUOUS else "CartPole-v1", "--dt", "0.02"]
+    common = [*env_args, *TINY, "--total-time", "4", "--exp-name", "graph"]
+    for side in ("graphed", "eager"):
+        (tmp_path / side).mkdir()
+    run_script(script, *common, cwd=tmp_path / "graphed")
+    eager = tmp_path / f"eager_{script}"
+    eager.write_text(EAGER.format(root=str(ROOT), script=str(ROOT / script)))
+    run_script(str(eager), *common, cwd=tmp_path / "eager")
+    for name in ("evals.csv", "diagnostics.csv"):
+        graphed_rows, eager_rows = (read_csv(next((tmp_path / side).glob(f"runs/*/{name}")))
+                                    for side in ("graphed", "eager"))  # fmt: skip
+        for rows in (graphed_rows, eager_rows):
+            for row in rows:
+                row.pop("wall_time", None)
+        assert graphed_rows == eager_rows and len(graphed_rows) > 2

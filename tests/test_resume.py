@@ -15,7 +15,7 @@ import pytest
 import torch
 from helpers import ROOT, TINY, read_evals, run_script, start_and_signal
 
-from dt_wrappers import CHECKPOINT, save_checkpoint
+from run_harness import CHECKPOINT, save_checkpoint
 
 # script, env, other arguments: Pendulum and CartPole with each script, one MuJoCo env. The baselines with
 # --tau 0.5 (their default there is 0: the targets would be the networks themselves, and a resume that lost them
@@ -97,7 +97,8 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_and_drops_what_it_logged_
     run_dir, _ = the_run(tmp_path)
     saved = torch.load(run_dir / CHECKPOINT, weights_only=True)
     evals = read_evals(tmp_path)
-    assert 4 <= saved["counters"]["physical_time"] < float(evals[-1]["physical_time"])  # logged after it
+    saved_time = saved["counters"]["rounds_done"] * 4 * 10 * 0.01  # rounds of 4 envs x 10 steps of 0.01 s
+    assert 4 <= saved_time < float(evals[-1]["physical_time"])  # logged after it
     returncode, stdout, _ = start_and_signal(
         "dau_discrete.py", "--resume", str(run_dir), cwd=tmp_path, signum=signal.SIGTERM, rows=10
     )
@@ -118,7 +119,7 @@ def test_a_finished_run_with_checkpoints_extends_to_a_longer_budget(uninterrupte
     run_script("dau_continuous.py", *short, "--checkpoint-every", "4", cwd=tmp_path)
     run_dir, first = the_run(tmp_path)
     assert first["completed"] and first["checkpoint"] and first["physical_time"] == pytest.approx(16)
-    assert torch.load(run_dir / CHECKPOINT, weights_only=True)["diagnostics"]["rounds"] > 0
+    assert torch.load(run_dir / CHECKPOINT, weights_only=True)["counters"]["window_rounds"] > 0
     refused = run_script("dau_continuous.py", "--resume", str(run_dir), "--total-time", "8", cwd=tmp_path, check=False)
     assert refused.returncode != 0 and "shorter than the run's 16" in refused.stderr
     run_script("dau_continuous.py", "--resume", str(run_dir), "--total-time", "40", cwd=tmp_path)
@@ -135,7 +136,7 @@ def test_the_checkpoint_holds_the_replay_memory_with_the_true_last_observation_a
     run_script("dau_continuous.py", "--env-id", "Pendulum-v1", "--dt", "0.05", "--total-time", "8", *TINY,
                "--checkpoint-every", "8", cwd=tmp_path)  # fmt: skip
     run_dir, _ = the_run(tmp_path)
-    replay = torch.load(run_dir / CHECKPOINT, weights_only=True)["replay"]
+    replay = torch.load(run_dir / CHECKPOINT, weights_only=True)["state"]["replay"]
     obs, action, reward, terminated, next_obs = (field.double() for field in replay["fields"])
     assert replay["size"] == 160 and not terminated.any()  # 40 steps of 4 envs, all within the buffer
     step = torch.arange(replay["size"]) // 4
@@ -253,9 +254,9 @@ def test_a_missing_run_folder_is_refused(tmp_path):
 KILLED_WRITER = """
 import sys, time, torch
 sys.path.insert(0, {root!r})
-import dt_wrappers
+import run_harness
 
-dt_wrappers.save_checkpoint({{"version": 1, "data": torch.zeros(10)}}, {path!r})
+run_harness.save_checkpoint({{"version": 1, "data": torch.zeros(10)}}, {path!r})
 
 
 class HaltingFile:  # the real file, with a pause once the 200 MB tensor has gone to it, before the zip's end
@@ -280,8 +281,8 @@ class HaltingFile:  # the real file, with a pause once the 200 MB tensor has gon
         self.file.close()
 
 
-dt_wrappers.open = HaltingFile  # save_checkpoint's open: the kill below lands mid-write, on every machine
-dt_wrappers.save_checkpoint({{"version": 2, "data": torch.ones(50_000_000)}}, {path!r})
+run_harness.open = HaltingFile  # save_checkpoint's open: the kill below lands mid-write, on every machine
+run_harness.save_checkpoint({{"version": 2, "data": torch.ones(50_000_000)}}, {path!r})
 """
 
 
@@ -327,12 +328,12 @@ def test_the_state_round_trip_covers_every_generator(tmp_path):
     """random_state/set_random_state: the next draws of Python, NumPy and torch are the same after a restore."""
     import random
 
-    from dt_wrappers import random_state, set_random_state
+    from run_harness import random_state, set_random_state
 
     random.seed(1)
     np.random.seed(1)
     torch.manual_seed(1)
-    state = random_state()
+    state = random_state(torch.device("cpu"))
     save_checkpoint(state, str(tmp_path / "state.pt"))
     first = (random.random(), np.random.rand(), torch.rand(1).item())
     random.seed(2)
@@ -340,6 +341,21 @@ def test_the_state_round_trip_covers_every_generator(tmp_path):
     torch.manual_seed(2)
     set_random_state(torch.load(tmp_path / "state.pt", weights_only=True))
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == first
+
+
+def test_a_cpu_runs_checkpoint_never_starts_cuda(monkeypatch):
+    """--cpu on a GPU machine: the checkpoint's generators are Python's, NumPy's and torch's CPU one; CUDA's state
+    is read only on a GPU run (reading it creates a CUDA context, half a GB of the GPU's memory, in a CPU run)."""
+    from run_harness import random_state
+
+    def no_cuda():
+        raise AssertionError("a CPU run read CUDA's generators")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a GPU machine
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", no_cuda)
+    assert "cuda" not in random_state(torch.device("cpu"))
+    with pytest.raises(AssertionError, match="read CUDA's generators"):
+        random_state(torch.device("cuda"))
 
 
 def test_a_run_still_going_cannot_be_resumed_by_a_second_process(tmp_path):

@@ -19,6 +19,7 @@ import pytest
 import torch
 from helpers import ROOT, TINY, read_csv, read_evals, run_script, with_ctrl_c
 
+import run_harness
 from dt_wrappers import ENV_SETTINGS
 
 CONTINUOUS, DISCRETE = ["dau_continuous.py", "ddpg_baseline.py"], ["dau_discrete.py", "dqn_baseline.py"]
@@ -176,7 +177,12 @@ def env_defaults(module, env="Pendulum"):
                                                  if hasattr(module.Args, key)})  # fmt: skip
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+def check_all(args, dt, row_floats=2 * 3 + 1 + 2):
+    """What a script's Run checks of the shared flags before any work (Pendulum's sizes by default)."""
+    run_harness.check_run_args(args, dt)
+    run_harness.check_memory(args, dt, row_floats, torch.device("cpu"))
+
+
 @pytest.mark.parametrize(
     "changes,message",
     [
@@ -184,47 +190,70 @@ def env_defaults(module, env="Pendulum"):
         ({"num_eval_envs": 0}, "--num-eval-envs must be at least 1"),
         ({"steps_per_round": 0}, "--steps-per-round must be at least 1"),
         ({"updates_per_round": 0}, "--updates-per-round must be at least 1"),
-        ({"buffer_time": 2.0}, "--buffer-time 2 s holds 200 transitions at dt 0.01, fewer than --batch-size (256)"),
+        ({"buffer_time": 2.0}, "--buffer-time 2 s is less than one step of all 256 envs (2.56 s at dt 0.01)"),
+        (
+            {"buffer_time": 2.0, "num_envs": 4},
+            "--buffer-time 2 s holds 200 transitions at dt 0.01, fewer than --batch-size (256)",
+        ),  # fmt: skip
         ({"buffer_time": math.inf}, "--buffer-time must be positive and finite"),
         ({"buffer_time": 1e9, "total_time": 1e9}, "lower --buffer-time"),
         ({"total_time": 1.0}, "shorter than one round"),
         ({"learning_rate": math.nan}, "--learning-rate must be positive and finite"),
         ({"learning_rate": 0.0}, "--learning-rate must be positive and finite"),
+        ({"ou_sigma": -1.0}, "--ou-sigma must be positive and finite"),
         ({"eval_every": -1.0}, "--eval-every must be positive"),
         ({"gamma": 1.5}, "--gamma must be in"),
         ({"checkpoint_every": 0.0}, "--checkpoint-every must be positive"),
     ],
 )
-def test_check_args_refuses_meaningless_arguments(script, changes, message):
-    module = importlib.import_module(script[: -len(".py")])
-    defaults = env_defaults(module)
+def test_the_shared_checks_refuse_meaningless_arguments(changes, message):
+    defaults = env_defaults(importlib.import_module("dau_continuous"))
     with pytest.raises(ValueError, match=re.escape(message)):
-        module.check_args(dataclasses.replace(defaults, **changes), 0.01, 3, 1)
-    module.check_args(defaults, 0.01, 3, 1)  # Pendulum's defaults pass
+        check_all(dataclasses.replace(defaults, **changes), 0.01)
+    check_all(defaults, 0.01)  # Pendulum's defaults pass
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_checkpoints_that_cannot_fit_on_the_disk_are_refused(script, monkeypatch):
+@pytest.mark.parametrize(
+    "script,changes,message",
+    [
+        ("dau_continuous.py", {"policy_learning_rate": 0.0}, "--policy-learning-rate must be positive"),
+        ("ddpg_baseline.py", {"policy_learning_rate": math.inf}, "--policy-learning-rate must be positive"),
+        ("ddpg_baseline.py", {"tau": 1.0}, "--tau must be in [0, 1)"),
+        ("ddpg_baseline.py", {"ref_dt": 0.0}, "dt must be a finite number of seconds > 0"),
+        ("dqn_baseline.py", {"tau": -0.1}, "--tau must be in [0, 1)"),
+        ("dqn_baseline.py", {"ref_dt": 1.5}, "dt must be below 1 s"),
+        ("dqn_baseline.py", {"epsilon": 1.5}, "--epsilon must be in [0, 1]"),
+        ("dau_discrete.py", {"epsilon": -0.5}, "--epsilon must be in [0, 1]"),
+    ],
+)
+def test_each_script_refuses_meaningless_values_of_its_own_flags(script, changes, message):
+    module = importlib.import_module(script[: -len(".py")])
+    defaults = env_defaults(module, "Pendulum" if script in CONTINUOUS else "CartPole")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        module.check_args(dataclasses.replace(defaults, **changes))
+    module.check_args(defaults)  # the env's defaults pass
+
+
+def test_checkpoints_that_cannot_fit_on_the_disk_are_refused(monkeypatch):
     """--checkpoint-every with HalfCheetah's replay memory at dt 0.005 (6.0e6 transitions, 1.0 GB): refused on a
     disk with 1.5 GB free, since a checkpoint is written beside the previous one; accepted with 2.5 GB."""
     import shutil
 
-    module = importlib.import_module(script[: -len(".py")])
+    module = importlib.import_module("dau_continuous")
     args = dataclasses.replace(env_defaults(module, "HalfCheetah"), checkpoint_every=3000.0)
-    obs_dim, action_dim = 17, (6 if script in CONTINUOUS else 1)
-    row_bytes = 4 * (2 * obs_dim + action_dim + 2)
-    checkpoint_gb = (2343 * 2560 * row_bytes + 2**24) / 1e9
+    row_floats = 2 * 17 + 6 + 2
+    checkpoint_gb = (2343 * 2560 * 4 * row_floats + 2**24) / 1e9
     for free_gb, refused in ((1.5, True), (2.5, False)):
         usage = shutil._ntuple_diskusage(100 * 10**9, 0, int(free_gb * 1e9))
-        monkeypatch.setattr("dt_wrappers.shutil.disk_usage", lambda path, usage=usage: usage)
+        monkeypatch.setattr("run_harness.shutil.disk_usage", lambda path, usage=usage: usage)
         if refused:
             message = f"a checkpoint of this run takes up to {checkpoint_gb:.2f} GB and is written beside the last"
             with pytest.raises(ValueError, match=re.escape(message) + ".*run without --checkpoint-every"):
-                module.check_args(args, 0.005, obs_dim, action_dim)
+                check_all(args, 0.005, row_floats)
         else:
-            module.check_args(args, 0.005, obs_dim, action_dim)
-    monkeypatch.setattr("dt_wrappers.shutil.disk_usage", lambda path: shutil._ntuple_diskusage(10**11, 0, 10**9))
-    module.check_args(dataclasses.replace(args, checkpoint_every=None), 0.005, obs_dim, action_dim)  # no checkpoints
+            check_all(args, 0.005, row_floats)
+    monkeypatch.setattr("run_harness.shutil.disk_usage", lambda path: shutil._ntuple_diskusage(10**11, 0, 10**9))
+    check_all(dataclasses.replace(args, checkpoint_every=None), 0.005, row_floats)  # no checkpoints
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -234,7 +263,8 @@ def test_bad_input_is_refused_before_any_work(script, tmp_path):
     for args, message in [
         (["--dt", "0"], "dt must be a finite number of seconds > 0"),
         (["--dt", "2"], "dt must be below 1 s"),
-        (["--dt", "0.01", "--buffer-time", "2"], "fewer than --batch-size (256)"),
+        (["--dt", "0.01", "--buffer-time", "2", "--num-envs", "4"], "fewer than --batch-size (256)"),
+        (["--dt", "0.01", "--buffer-time", "2"], "less than one step of all 256 envs"),
         (["--buffer-time", "1e9", "--total-time", "1e9"], "GB are available: lower --buffer-time"),
         (["--env-id", other_env], f"actions: use {other_script}"),
         (["--env-id", "NoSuchEnv-v0"], "NoSuchEnv"),
@@ -242,13 +272,6 @@ def test_bad_input_is_refused_before_any_work(script, tmp_path):
         result = run_script(script, *env_args, *args, cwd=tmp_path, check=False, timeout=60)
         assert result.returncode != 0 and message in result.stderr and "Traceback" not in result.stderr, args
         assert not (tmp_path / "runs").exists()
-
-
-@pytest.mark.parametrize("script", DISCRETE)
-def test_discrete_scripts_refuse_a_bad_epsilon(script):
-    module = importlib.import_module(script[: -len(".py")])
-    with pytest.raises(ValueError, match="--epsilon must be in"):
-        module.check_args(dataclasses.replace(env_defaults(module, "CartPole"), epsilon=1.5), 0.01, 4, 1)
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

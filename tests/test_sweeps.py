@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from helpers import ROOT, start_and_signal, with_ctrl_c
 
-from dt_wrappers import CHECKPOINT, ENV_SETTINGS
+from dt_wrappers import ENV_SETTINGS
+from run_harness import CHECKPOINT
 
 sys.path.insert(0, str(ROOT / "sweeps"))
 import run_local  # noqa: E402

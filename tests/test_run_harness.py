@@ -1,0 +1,264 @@
+"""run_harness.py, what the four scripts share that is not the algorithm, tested once here: the round's length,
+the run folder, run.json, the evaluation videos, and the defects each fixed with a test that failed before."""
+
+import ast
+import json
+import math
+import signal
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+from helpers import ROOT, TINY, read_csv, read_evals, read_wandb_run, run_script, start_and_signal
+
+import dau_discrete
+import run_harness
+from run_harness import CHECKPOINT, EvaluationVideos, new_run_dir, save_json, set_round_seconds
+
+sys.path.insert(0, str(ROOT / "sweeps"))
+import run_local  # noqa: E402
+
+
+def test_evaluation_videos_record_evaluations_0_1_4_16_and_the_last(tmp_path):
+    pytest.importorskip("moviepy")  # Gymnasium's video writer; not carried to the GPU machine
+    videos = EvaluationVideos("Pendulum-v1", 0.01, 0.5, tmp_path, seed=0)
+    for index in range(18):
+        videos.record(lambda obs: np.zeros(1, dtype=np.float32), f"physical-time-{10 * index}s", final=index == 17)
+    assert sorted(int(path.name.split("-")[2][:-1]) for path in tmp_path.glob("physical-time-*s-episode-*.mp4")) == [
+        0, 10, 40, 160, 170]  # fmt: skip
+
+
+def test_mujoco_videos_follow_the_body(tmp_path):
+    """A trained cheetah runs 50+ m in a video: frames come from the model's `track` camera, so with the body
+    moved 20 m down the track it is still in the picture (its reddish pixels: none on the black and green
+    floor; measured 3388 here, 0 with the default free camera)."""
+    pytest.importorskip("moviepy")  # Gymnasium's video writer; not carried to the GPU machine
+    videos = EvaluationVideos("HalfCheetah-v4", 0.05, 1.0, tmp_path, seed=0)
+    videos.env.reset()
+    base = videos.env.unwrapped
+    base.data.qpos[0] = 20.0
+    mujoco.mj_forward(base.model, base.data)
+    frame = videos.env.render().astype(int)
+    assert ((frame[..., 0] - frame[..., 1]) > 40).sum() > 500
+
+
+@pytest.mark.parametrize("dt,steps,updates", [(0.01, 10, 50), (0.002, 50, 250), (0.0005, 200, 1000), (0.003, 33, 165)])
+def test_round_seconds_gives_rounds_of_one_physical_length_and_the_papers_updates_per_second(dt, steps, updates):
+    """--round-seconds 0.1: each env steps round(0.1 / dt) times per round (the paper's 10 steps at dt 0.01),
+    with the paper's 5 updates per step; without it, the arguments stay as they are."""
+
+    args = SimpleNamespace(round_seconds=0.1, steps_per_round=10, updates_per_round=50)
+    set_round_seconds(args, dt)
+    assert (args.steps_per_round, args.updates_per_round) == (steps, updates)
+    unset = SimpleNamespace(round_seconds=None, steps_per_round=10, updates_per_round=50)
+    set_round_seconds(unset, dt)
+    assert (unset.steps_per_round, unset.updates_per_round) == (10, 50)
+    for bad, message in ((0.0, "must be positive and finite"), (math.inf, "must be positive and finite"),
+                         (0.4 * dt, "shorter than one step")):  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            set_round_seconds(SimpleNamespace(round_seconds=bad, steps_per_round=10, updates_per_round=50), dt)
+
+
+def test_a_new_run_dir_never_reuses_a_folder(tmp_path):
+    """The runs started in one second share a run name: the first gets runs/<run_name>, each later one the name with
+    _2, _3, ... (os.mkdir, which fails on an existing folder, makes that hold between processes too)."""
+
+    name = "Pendulum-v1__dau_continuous__dt0.01__1__1795000000"
+    claimed = [new_run_dir(name, tmp_path / "runs") for _ in range(3)]
+    assert claimed == [name, f"{name}_2", f"{name}_3"]
+    (tmp_path / "runs" / name).rmdir()  # a name given back is free again
+    assert new_run_dir(name, tmp_path / "runs") == name
+    assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == sorted(claimed)
+
+
+def test_run_json_is_replaced_whole_or_not_at_all(tmp_path):
+    """save_json, which writes every run's run.json: a write that fails midway (here a value JSON cannot hold,
+    after the keys before it went to the file; a kill does the same) leaves the previous file as it was, where
+    opening run.json and dumping into it would leave half a file for sweeps/ to read."""
+
+    path = tmp_path / "run.json"
+    save_json({"completed": False}, str(path))
+    with pytest.raises(TypeError):
+        save_json({"completed": True, "machine": object()}, str(path))
+    assert json.loads(path.read_text()) == {"completed": False}
+    save_json({"completed": True, "updates": 50}, str(path))
+    assert json.loads(path.read_text()) == {"completed": True, "updates": 50}
+
+
+# --- The runs' plumbing end to end, through a script's command line ---
+
+TINY_PENDULUM = ["--env-id", "Pendulum-v1", "--dt", "0.01", *TINY]
+
+
+def offline_runs(cwd):
+    return [read_wandb_run(folder) for folder in sorted(Path(cwd).glob("wandb/offline-run-*"))]
+
+
+def test_evaluations_and_checkpoints_fall_on_exact_multiples_of_their_intervals(tmp_path):
+    """Rounds of 0.4 s (4 envs x 10 steps of 0.01 s) and an interval of two rounds, 0.8 s: the clock counts whole
+    rounds, so the evaluations and checkpoints come at 0, 0.8, 1.6, 2.4, 3.2 s. (Summing 0.4 s a round, 2.4 s
+    came to 2.3999999999999995 and the evaluation fired a round late, at 2.8 s.)"""
+    run_script("dau_continuous.py", *TINY_PENDULUM, "--total-time", "4", "--eval-every", "0.8", "--checkpoint-every",
+               "0.8", cwd=tmp_path)  # fmt: skip
+    times = [float(row["physical_time"]) for row in read_evals(tmp_path)]
+    assert times == pytest.approx([0.0, 0.8, 1.6, 2.4, 3.2, 4.0], abs=1e-9)  # the last: the final evaluation
+    checkpoints = sorted(path.name for path in tmp_path.glob("runs/*/checkpoints/*.pt"))
+    assert checkpoints == ["0.0s.pt", "0.8s.pt", "1.6s.pt", "2.4s.pt", "3.2s.pt", "4.0s.pt"]
+
+
+def test_wandb_gets_the_evaluations_and_diagnostics_against_physical_time_and_the_config(tmp_path):
+    """What an offline W&B run recorded, read back: physical time is the x axis of every metric; each evaluation
+    and each diagnostics row of the CSV files is one history row, with the same physical time and values; the
+    config is the run's arguments."""
+    run_script("dau_discrete.py", "--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "4", "--track",
+               cwd=tmp_path, env={"WANDB_MODE": "offline"})  # fmt: skip
+    (logged,) = offline_runs(tmp_path)
+    assert [(metric.name, metric.glob_name, metric.step_metric) for metric in logged.metrics] == [
+        ("physical_time", "", ""), ("", "*", "physical_time")]  # fmt: skip
+    evals = [row for row in logged.history if "eval/scaled_return" in row]
+    expected = [(float(row["physical_time"]), int(row["env_steps"]), float(row["scaled_return"]))
+                for row in read_evals(tmp_path)]  # fmt: skip
+    sent = [(round(row["physical_time"], 6), row["env_steps"], round(row["eval/scaled_return"], 4)) for row in evals]
+    assert sent == expected
+    (diagnostics_csv,) = tmp_path.glob("runs/*/diagnostics.csv")
+    diagnostics = [row for row in logged.history if "losses/td" in row]
+    rows = read_csv(diagnostics_csv)
+    assert len(diagnostics) == len(rows) > 2
+    for sent, row in zip(diagnostics, rows, strict=True):
+        assert sent["physical_time"] == pytest.approx(float(row["physical_time"]))
+        assert {"charts/SPS", "charts/updates_per_second"} <= set(sent)
+        for name in dau_discrete.DIAGNOSTICS:
+            assert float(f"{sent[name]:.6g}") == pytest.approx(float(row[name])), name
+    (run_json,) = tmp_path.glob("runs/*/run.json")
+    args = json.loads(run_json.read_text())["args"]
+    assert {key: logged.config[key] for key in args} == args
+
+
+# W&B's server, stood in for: wandb.init/log/finish as the script calls them, every row the "server" received
+# appended to received.jsonl at once (as the service streams them), and a resumed run's summary (the last value of
+# each key it holds) read back from there, which is what wandb.run.summary gives a run resumed online.
+WANDB_SERVER = """import json, runpy, sys, types
+received = "received.jsonl"
+wandb = types.ModuleType("wandb")
+wandb.errors = types.SimpleNamespace(UsageError=RuntimeError)
+wandb.run = None
+
+def init(id=None, resume=None, **settings):
+    summary = {}
+    if resume:
+        with open(received) as file:
+            for line in file:
+                summary.update(json.loads(line))
+    wandb.run = types.SimpleNamespace(id=id or "run123", summary=summary, sweep_id=None)
+
+def log(row):
+    with open(received, "a") as file:
+        file.write(json.dumps(row) + "\\n")
+
+wandb.init, wandb.log, wandb.define_metric, wandb.finish = init, log, lambda *a, **k: None, lambda **k: None
+sys.modules["wandb"] = wandb
+sys.argv[0] = {script!r}
+sys.path.insert(0, {root!r})
+runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
+def test_a_killed_and_resumed_run_sends_each_evaluation_and_diagnostics_row_to_wandb_once(tmp_path):
+    """A run killed (SIGKILL) after its last checkpoint had sent W&B more rows; the resumed run computes those rows
+    again and sends only the ones W&B lacks (after the last evaluation and the last diagnostics row it holds), so
+    that W&B has each row once, the same as evals.csv and diagnostics.csv of the whole run. (One torch thread: 1500
+    updates, which two threads on busy cores make slow.)"""
+    server = tmp_path / "dau_discrete_with_wandb_server.py"
+    script = repr(str(ROOT / "dau_discrete.py"))
+    server.write_text(WANDB_SERVER.replace("{script!r}", script).replace("{root!r}", repr(str(ROOT))))
+    env = {"OMP_NUM_THREADS": "1"}
+    args = ["--env-id", "CartPole-v1", "--dt", "0.01", "--total-time", "12", *TINY[:4], "--updates-per-round", "50",
+            *TINY[6:], "--track", "--checkpoint-every", "4"]  # fmt: skip
+    returncode, _, stderr = start_and_signal(str(server), *args, cwd=tmp_path, signum=signal.SIGKILL, rows=8, env=env)
+    assert returncode == -signal.SIGKILL, stderr[-2000:]
+    (run_dir,) = tmp_path.glob("runs/*__*")
+    received_before = (tmp_path / "received.jsonl").read_text().splitlines()
+    counters = torch.load(run_dir / CHECKPOINT, weights_only=True)["counters"]
+    assert len(received_before) > counters["evaluations"] + counters["log_rows"]  # it sent rows after the checkpoint
+    run_script(str(server), "--resume", str(run_dir), "--track", cwd=tmp_path, env=env)
+    rows = [json.loads(line) for line in (tmp_path / "received.jsonl").read_text().splitlines()]
+    evals = [row for row in rows if "eval/scaled_return" in row]
+    assert [row["env_steps"] for row in evals] == [int(row["env_steps"]) for row in read_evals(tmp_path)]
+    assert [round(row["eval/scaled_return"], 4) for row in evals] == [
+        float(row["scaled_return"]) for row in read_evals(tmp_path)]  # fmt: skip
+    diagnostics = [row["updates"] for row in rows if "losses/td" in row]
+    assert diagnostics == [int(row["updates"]) for row in read_csv(run_dir / "diagnostics.csv")]
+
+
+def test_under_wandb_agent_a_sigtermed_run_is_requeued_and_resumes_by_its_run_id(tmp_path, monkeypatch):
+    """W&B's contract for preemptible sweeps, with the real agent command line (offline): a run stopped by SIGTERM
+    saves its checkpoint, marks itself preempting and exits non-zero, so that the sweep requeues it; the requeued
+    run (the same command, WANDB_RUN_ID the same) finds its checkpoint in runs/ and goes on to the evaluations of
+    a run never stopped."""
+    monkeypatch.chdir(ROOT)
+    sweep = run_local.load_sweep(ROOT / "sweeps" / "cartpole_dau.yaml", [
+        "seed=1", "dt=0.01", "total_time=40", "num_envs=4", "num_eval_envs=2", "updates_per_round=2",
+        "batch_size=16", "time_limit=0.5", "eval_every=1"])  # fmt: skip
+    command = run_local.agent_command(sweep, run_local.grid(sweep)[0])[3:]  # after env, interpreter, script
+    env = {"WANDB_MODE": "offline", "WANDB_SWEEP_ID": "sweep123", "WANDB_RUN_ID": "run123"}
+    returncode, stdout, stderr = start_and_signal("dau_discrete.py", *command, cwd=tmp_path, signum=signal.SIGTERM,
+                                                  env=env)  # fmt: skip
+    assert returncode == run_harness.PREEMPTED_EXIT_CODE, stderr[-2000:]
+    assert "stopped by SIGTERM: checkpoint saved" in stdout and offline_runs(tmp_path)[0].preempting
+    run_script("dau_discrete.py", *command, cwd=tmp_path, env=env)  # the agent's next start of the same run
+    (run_dir,) = tmp_path.glob("runs/*__*")  # the same folder: resumed, not started again
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["completed"] and info["wandb_id"] == "run123"
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    run_script("dau_discrete.py", *command, cwd=reference, env={"WANDB_MODE": "disabled"})
+    numbers = [[row[key] for key in ("physical_time", "env_steps", "scaled_return")] for row in read_evals(tmp_path)]
+    assert numbers == [[row[key] for key in ("physical_time", "env_steps", "scaled_return")]
+                       for row in read_evals(reference)]  # fmt: skip
+
+
+def test_outside_an_agent_a_sigtermed_run_exits_0_to_be_resumed_with_resume(tmp_path):
+    """Slurm, a spot machine or sweeps/run_local.py: SIGTERM saves a checkpoint and exits 0 (--resume goes on)."""
+    returncode, stdout, _ = start_and_signal("dau_discrete.py", "--env-id", "CartPole-v1", "--dt", "0.01", *TINY,
+                                             "--total-time", "40", cwd=tmp_path, signum=signal.SIGTERM)  # fmt: skip
+    assert returncode == 0 and "go on with --resume runs/" in stdout
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory):
+    """A Pendulum model.pt from --save-model."""
+    cwd = tmp_path_factory.mktemp("model")
+    run_script("dau_continuous.py", *TINY_PENDULUM, "--total-time", "2", "--save-model", cwd=cwd)
+    (model,) = cwd.glob("runs/*/model.pt")
+    return model
+
+
+def test_eval_model_allocates_no_replay_memory_so_checks_none(saved_model, tmp_path):
+    """--eval-model with arguments whose replay memory would not fit (10^9 s of it): evaluated all the same, since
+    an evaluation allocates no buffer and writes no checkpoint (it used to be refused by the memory check)."""
+    result = run_script("dau_continuous.py", "--eval-model", str(saved_model), "--total-time", "1e9",
+                        "--buffer-time", "1e9", "--checkpoint-every", "1", cwd=tmp_path)  # fmt: skip
+    assert "mean scaled return" in result.stdout
+
+
+def test_eval_model_with_track_and_no_wandb_login_says_how_to_fix_it(saved_model, tmp_path):
+    env = {"WANDB_MODE": "online", "WANDB_API_KEY": "", "HOME": str(tmp_path), "NETRC": str(tmp_path / "none")}
+    result = run_script("dau_continuous.py", "--eval-model", str(saved_model), "--track", cwd=tmp_path, env=env,
+                        check=False)  # fmt: skip
+    assert result.returncode != 0 and "wandb login" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_every_torch_load_of_a_file_is_weights_only():
+    """A model or checkpoint runs no code when loaded: every torch.load in the project says weights_only=True (the
+    requirements allow torch 2.2, whose default is False)."""
+    loads = []
+    for path in [*ROOT.glob("*.py"), *ROOT.glob("sweeps/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.load":
+                keywords = {keyword.arg: ast.unparse(keyword.value) for keyword in node.keywords}
+                loads.append((path.name, keywords.get("weights_only")))
+    assert len(loads) >= 2 and all(weights_only == "True" for _, weights_only in loads), loads
