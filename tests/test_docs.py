@@ -65,7 +65,10 @@ def test_the_per_environment_table_is_the_codes():
 
 
 # Tables of runs kept apart from docs/results (another budget than the grid's); the others come from docs/results.
-TABLE_RUNS = {"robustness_cartpole_12600.md": ROOT / "docs" / "results" / "cartpole_12600"}
+TABLE_RUNS = {
+    "robustness_cartpole_12600.md": ROOT / "docs" / "results" / "cartpole_12600",
+    "robustness_cartpole_ou_sigma_15.md": ROOT / "docs" / "results" / "cartpole_ou_sigma_15_grid",
+}
 
 
 @pytest.mark.parametrize("table_file", sorted((ROOT / "docs").glob("robustness*.md")), ids=lambda path: path.name)
