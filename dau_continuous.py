@@ -302,7 +302,7 @@ if __name__ == "__main__":
         alpha=1 - dt, momentum=0, foreach=True,  # foreach: the same arithmetic as the per-tensor loop, faster
         capturable=device.type == "cuda",  # its step counts on the GPU, as a CUDA graph needs; the same arithmetic
     )  # fmt: skip
-    envs = make_vector_env(args, dt, args.num_envs, args.seed)
+    envs = make_vector_env(args, dt, args.num_envs, args.seed, args.env_workers)  # --env-workers: in K processes
     buffer = ReplayBuffer(run.replay_rows, obs_dim, action_dim, device)
     noise = OUNoise((args.num_envs, action_dim), args.ou_kappa, args.ou_sigma, dt, device)
 

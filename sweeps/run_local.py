@@ -65,7 +65,7 @@ class Options:
 
 # Arguments that do not change what a run computes: a finished run counts whatever they were.
 NOT_COMPARED = {"track", "wandb_project_name", "wandb_entity", "wandb_group", "cpu", "save_model", "eval_model",
-                "capture_video", "checkpoint_every", "resume"}  # fmt: skip
+                "capture_video", "checkpoint_every", "resume", "env_workers"}  # fmt: skip
 
 
 def parse_value(text):

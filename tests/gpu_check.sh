@@ -8,6 +8,9 @@
 #   run: bash tests/gpu_check.sh seeds      the card's command for seeds 1-5 at once, its first 5 minutes (30-40% of
 #                                           a run there), beside the CPU's to the same time
 #   run: bash tests/gpu_check.sh profile    the card's command cut to 3000 s under cProfile: where a round's time goes
+#   run: bash tests/gpu_check.sh workers    issue 43: the card's command cut to its first half (15000 s; a whole one
+#                                           took 357 s on the H200) at --env-workers 1 and 8, back to back (wall
+#                                           times, the same evals.csv), then profiled at 8 to 3000 s
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site MUJOCO_GL=disable PYTHONUNBUFFERED=1  # W&B stays as the suite sets it (offline)
@@ -49,6 +52,21 @@ for device, values in means.items():
 PY
   exit 0
 fi
+if [ "${1:-}" = workers ]; then
+  for workers in 1 8; do
+    mkdir -p "$runs_at/k$workers"
+    (cd "$runs_at/k$workers" && timeout -s INT 280 python3 "$repo/dau_continuous.py" --env-id HalfCheetah-v4 --dt 0.005 \
+      --total-time 15000 --env-workers "$workers" >"$out/card_k$workers.txt" 2>&1)
+    tail -n 1 "$out/card_k$workers.txt"
+  done
+  for workers in 1 8; do cut -d, -f1-3,5 "$runs_at"/k$workers/runs/*/evals.csv >"$out/evals_k$workers.csv"; done
+  cmp -s "$out/evals_k1.csv" "$out/evals_k8.csv" && echo "same evals.csv at K = 1 and 8" || echo "evals.csv DIFFER"
+  (cd "$runs_at" && timeout -s INT 100 python3 -m cProfile -o "$out/card_k8.prof" "$repo/dau_continuous.py" \
+    --env-id HalfCheetah-v4 --dt 0.005 --total-time 3000 --env-workers 8 >/dev/null 2>&1)
+  python3 -c "import pstats, sys; pstats.Stats(sys.argv[1]).sort_stats('tottime').print_stats(20)" "$out/card_k8.prof" \
+    | tee "$out/profile_k8.txt" | tail -n 30
+  exit 0
+fi
 if [ "${1:-}" = profile ]; then
   # Where a GPU round's CPU time goes (not yet profiled on the device: docs/common.md, "On a GPU"): the card's
   # command cut to 3000 s under cProfile, its functions by own time and the loop's parts by cumulative time. A
@@ -60,7 +78,7 @@ if [ "${1:-}" = profile ]; then
   python3 - "$out/card.prof" <<'PY' | tee "$out/profile.txt"
 import pstats, sys
 stats = pstats.Stats(sys.argv[1])
-# One ReplayBuffer.sample a round on either device (on a GPU, train_round runs only to capture the graph).
+# One ReplayBuffer.sample a round on either device (on a GPU, train_round runs at the first round and the capture).
 rounds = sum(entry[1] for (file, _, name), entry in stats.stats.items()
              if name == "sample" and file.endswith("dau_continuous.py"))
 print(f"{rounds} rounds; per round, in ms (cumulative, own time in brackets):")
@@ -72,7 +90,8 @@ parts = [
     ("dau_continuous.py", "update", "Normalizer.update or update()"),
     ("dau_continuous.py", "step", "OUNoise.step"),
     ("dau_continuous.py", "forward", "networks' forward"),
-    ("dau_continuous.py", "replay", "graph replay (launch)"),
+    ("run_harness.py", "replay", "graph replay (launch)"),
+    ("run_harness.py", "step", "EnvWorkers.step (--env-workers)"),
     ("~", "<method 'cpu' of 'torch._C.TensorBase' objects>", "Tensor.cpu (GPU waits)"),
     ("~", "<method 'numpy' of 'torch._C.TensorBase' objects>", "Tensor.numpy"),
 ]

@@ -4,16 +4,19 @@ the run folder, run.json, the evaluation videos, and the defects each fixed with
 import ast
 import json
 import math
+import os
 import signal
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import mujoco
 import numpy as np
+import psutil
 import pytest
 import torch
-from helpers import ROOT, TINY, read_csv, read_evals, read_wandb_run, run_script, start_and_signal
+from helpers import ROOT, TINY, ScriptProcess, read_csv, read_evals, read_wandb_run, run_script, start_and_signal
 
 import dau_discrete
 import run_harness
@@ -262,3 +265,94 @@ def test_every_torch_load_of_a_file_is_weights_only():
                 keywords = {keyword.arg: ast.unparse(keyword.value) for keyword in node.keywords}
                 loads.append((path.name, keywords.get("weights_only")))
     assert len(loads) >= 2 and all(weights_only == "True" for _, weights_only in loads), loads
+
+
+# --- --env-workers: the training envs in worker processes ---
+
+WORKER_CASES = [("dau_continuous.py", "Pendulum-v1", "0.02"), ("ddpg_baseline.py", "HalfCheetah-v4", "0.01"),
+                ("dau_discrete.py", "CartPole-v1", "0.01"), ("dqn_baseline.py", "CartPole-v1", "0.01")]  # fmt: skip
+
+
+def worker_run_args(env_id, dt, total_time):
+    """Short episodes (0.1 s: time-limit truncations every 5-10 steps; CartPole also falls), 4 envs."""
+    return ["--env-id", env_id, "--dt", dt, *TINY, "--time-limit", "0.1", "--total-time", total_time]
+
+
+def logged_numbers(cwd):
+    """evals.csv without its wall times, and diagnostics.csv whole."""
+    (run_dir,) = Path(cwd).glob("runs/*__*")
+    evals = [[row[key] for key in ("physical_time", "env_steps", "updates", "scaled_return")]
+             for row in read_evals(cwd)]  # fmt: skip
+    return evals, (run_dir / "diagnostics.csv").read_text()
+
+
+@pytest.mark.parametrize("script,env_id,dt", WORKER_CASES)
+def test_training_envs_split_over_two_workers_give_the_same_numbers(script, env_id, dt, tmp_path):
+    """--env-workers 2: the 4 training envs stepped as two shares in two processes, with episode ends in every
+    round (the true final observations through shared memory): evals.csv and diagnostics.csv as with one
+    process, value for value."""
+    for workers in ("1", "2"):
+        (tmp_path / workers).mkdir()
+        run_script(script, *worker_run_args(env_id, dt, "3.2"), "--env-workers", workers, cwd=tmp_path / workers)
+    assert logged_numbers(tmp_path / "1") == logged_numbers(tmp_path / "2")
+    assert len(logged_numbers(tmp_path / "1")[0]) >= 3
+
+
+def alive(pids):
+    return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def start_with_workers(script, *args, cwd, rows):
+    """A run with --env-workers 2 going until its evals.csv has `rows` lines; returns it and its workers' pids."""
+    process = ScriptProcess(script, *args, "--env-workers", "2", cwd=cwd)
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+        files = list(Path(cwd).glob("runs/*/evals.csv"))
+        if files and len(files[0].read_text().splitlines()) >= rows:
+            break
+        time.sleep(0.2)
+    workers = [child.pid for child in psutil.Process(process.pid).children(recursive=True)]
+    assert process.poll() is None and len(workers) >= 2, "the run did not start its workers"
+    return process, workers
+
+
+def test_a_run_with_workers_stops_on_sigterm_with_no_process_left_and_resumes_exactly(tmp_path):
+    """SIGTERM to a run with two env workers: the checkpoint gathers the envs' states from the workers, the run
+    exits 0 and no worker outlives it; resumed with one process (the states go back into other envs), its
+    evals.csv and diagnostics.csv are the uninterrupted one-process run's."""
+    args = worker_run_args("CartPole-v1", "0.01", "40")
+    (tmp_path / "stopped").mkdir()
+    process, workers = start_with_workers("dau_discrete.py", *args, cwd=tmp_path / "stopped", rows=4)
+    process.send_signal(signal.SIGTERM)
+    returncode, stdout, stderr = process.communicate(120)
+    assert returncode == 0 and "stopped by SIGTERM: checkpoint saved" in stdout, stderr[-2000:]
+    assert alive(workers) == []
+    (run_dir,) = (tmp_path / "stopped").glob("runs/*__*")
+    run_script("dau_discrete.py", "--resume", str(run_dir), "--env-workers", "1", cwd=tmp_path / "stopped")
+    (tmp_path / "whole").mkdir()
+    run_script("dau_discrete.py", *args, cwd=tmp_path / "whole")
+    assert logged_numbers(tmp_path / "stopped") == logged_numbers(tmp_path / "whole")
+
+
+def test_a_dead_env_worker_stops_the_run_with_a_clear_error(tmp_path):
+    """A worker killed mid-run (out of memory, a crash in the simulator): the run stops at once with a one-line
+    error naming the worker and how to go on, no traceback and no hang, and its other worker ends too."""
+    process, workers = start_with_workers("dau_continuous.py", *worker_run_args("Pendulum-v1", "0.01", "400"),
+                                          cwd=tmp_path, rows=3)  # fmt: skip
+    os.kill(workers[0], signal.SIGKILL)
+    returncode, _, stderr = process.communicate(60)
+    assert returncode != 0 and "error: env worker" in stderr and "died" in stderr, stderr[-2000:]
+    assert "Traceback" not in stderr and alive(workers) == []
+    assert len(read_evals(tmp_path)) >= 2  # what was logged is kept
+
+
+def test_env_workers_end_when_their_run_is_killed(tmp_path):
+    """SIGKILL to the run's process (no chance to close anything): its workers see their pipe close and end."""
+    process, workers = start_with_workers("dau_discrete.py", *worker_run_args("CartPole-v1", "0.01", "400"),
+                                          cwd=tmp_path, rows=3)  # fmt: skip
+    process.send_signal(signal.SIGKILL)
+    assert process.communicate(60)[0] == -signal.SIGKILL
+    deadline = time.time() + 20
+    while alive(workers) and time.time() < deadline:
+        time.sleep(0.2)
+    assert alive(workers) == []
