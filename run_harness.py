@@ -9,6 +9,8 @@ The scripts keep the algorithm whole (networks, update, exploration, replay memo
   the progress bar, SIGTERM and Ctrl-C;
 - the checkpoint: the script's objects through their `state_dict`s, plus the envs, the random generators,
   the counters and the logs' lengths; `--eval-model`; the evaluation videos;
+- the training envs, in the run's process or split over worker processes (`make_vector_env`, `EnvWorkers`,
+  `--env-workers`);
 - on a GPU, a round of updates replayed as one CUDA graph (`graphed`).
 
 A script uses it in this order: `run = Run(Args, ...)` (parse, check, seed, make the evaluation envs),
