@@ -313,24 +313,30 @@ class EnvWorkers:
 
     def _ask_all(self, command, data_per_worker):
         for index, connection in enumerate(self.connections):
-            connection.send((command, None if data_per_worker is None else data_per_worker[index]))
+            try:
+                connection.send((command, None if data_per_worker is None else data_per_worker[index]))
+            except OSError:  # its end of the pipe closed: it died
+                raise self._died(index) from None
         return [self._answer(index) for index in range(len(self.connections))]
 
     def _answer(self, index):
         connection, process = self.connections[index], self.processes[index]
         while not connection.poll(1.0):
             if not process.is_alive():
-                raise EnvWorkerError(f"env worker {index} (pid {process.pid}) died (exit code {process.exitcode}): "
-                                     "the run stops; go on from its last checkpoint with --resume")  # fmt: skip
+                raise self._died(index)
         try:
             status, answer = connection.recv()
         except (EOFError, OSError):  # its end of the pipe closed: it died while answering
-            process.join(1)
-            raise EnvWorkerError(f"env worker {index} (pid {process.pid}) died (exit code {process.exitcode}): "
-                                 "the run stops; go on from its last checkpoint with --resume") from None  # fmt: skip
+            raise self._died(index) from None
         if status == "error":
             raise EnvWorkerError(f"env worker {index} failed:\n{answer}")
         return answer
+
+    def _died(self, index):
+        process = self.processes[index]
+        process.join(1)
+        return EnvWorkerError(f"env worker {index} (pid {process.pid}) died (exit code {process.exitcode}): the run "
+                              "stops; go on from its last checkpoint with --resume")  # fmt: skip
 
     def reset(self, seed=None):
         self._ask_all("reset", [None if seed is None else seed + int(share[0]) for share in self.shares])
