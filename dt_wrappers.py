@@ -1,6 +1,7 @@
 """Run a Gymnasium environment at any time step `dt`, keeping it the same task.
 
-This is the one module the four algorithm scripts share. `make_env(env_id, dt)`
+This is the time-step layer the four algorithm scripts share (their run's plumbing is
+`run_harness.py`'s). `make_env(env_id, dt)`
 returns an environment whose simulator step is `dt` physical seconds and which
 follows these conventions (paper, Sec. 3 "Near Continuous-Time RL"):
 

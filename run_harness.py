@@ -18,6 +18,7 @@ A script uses it in this order: `run = Run(Args, ...)` (parse, check, seed, make
 checkpoint), then `with run: for _ in run.rounds(): ...; run.end_round(...)`.
 """
 
+import atexit
 import csv
 import dataclasses
 import fcntl
@@ -27,6 +28,7 @@ import json
 import math
 import multiprocessing
 import os
+import pickle
 import platform
 import random
 import shutil
@@ -277,8 +279,9 @@ class EnvWorkers:
     """--env-workers K: the training envs split over K worker processes, each stepping its share as a
     SyncVectorEnv would (SAME_STEP autoreset), env i seeded seed + i as in one process, so the run computes the same
     numbers at any K. Actions, observations, rewards, flags and the true final observations go through shared
-    memory; a pipe per worker carries the commands. Workers ignore SIGINT and SIGTERM (the run's process decides
-    when to stop and closes them), and end when the run's process does (their pipe closes). The interface is
+    memory; a pipe per worker carries the commands and the envs' states. Workers ignore SIGINT and SIGTERM (the
+    run's process decides when to stop and closes them, at the latest at its exit), and end if the run's process
+    is killed (their pipe closes). The interface is
     the part of a vector env the scripts use: reset, step, close, num_envs, single_*_space."""
 
     def __init__(self, env_id, dt, time_limit, num_envs, seed, workers):
@@ -305,6 +308,7 @@ class EnvWorkers:
             there.close()  # the worker's end: this process keeps its own, whose closing the worker sees
             self.connections.append(here)
             self.processes.append(process)
+        atexit.register(self.close)  # before multiprocessing's own exit handler, which would wait on them forever
         try:
             self._ask_all("ready", None)  # each has made its envs
         except EnvWorkerError as error:
@@ -343,6 +347,9 @@ class EnvWorkers:
         return self.arrays["obs"].copy(), {}
 
     def step(self, actions):
+        if actions.dtype != self.arrays["action"].dtype:  # SyncVectorEnv hands the envs the array as it is
+            raise TypeError(f"env workers take {self.arrays['action'].dtype} actions (the action space's), got "
+                            f"{actions.dtype}: a cast would hand the envs other inputs than one process")  # fmt: skip
         self.arrays["action"][:] = actions
         self._ask_all("step", None)
         infos = {}
@@ -352,11 +359,13 @@ class EnvWorkers:
                 self.arrays["truncated"].copy(), infos)  # fmt: skip
 
     def env_states(self):
-        return [state for states in self._ask_all("get_states", None) for state in states]
+        # The states travel pickled as bytes: a tensor sent as it is would be moved to shared memory, a file
+        # descriptor for each, hundreds for 256 MuJoCo envs.
+        return [state for states in self._ask_all("get_states", None) for state in pickle.loads(states)]
 
     def restore(self, states, obs):
         self.arrays["obs"][:] = obs  # rows of envs whose simulator cannot be restored become new episodes' first
-        self._ask_all("set_states", [[states[i] for i in share] for share in self.shares])
+        self._ask_all("set_states", [pickle.dumps([states[i] for i in share]) for share in self.shares])
         return self.arrays["obs"].copy()
 
     def close(self):
@@ -408,9 +417,9 @@ def env_worker(connection, memory, layout, num_envs, env_id, dt, time_limit, see
                 for index, env in enumerate(envs):  # env i seeded seed + i, as SyncVectorEnv.reset(seed=seed) does
                     rows["obs"][index] = env.reset(seed=None if data is None else data + index)[0]
             elif command == "get_states":
-                answer = [env_state(env) for env in envs]
+                answer = pickle.dumps([env_state(env) for env in envs])  # bytes: see EnvWorkers.env_states
             elif command == "set_states":
-                for index, (env, state) in enumerate(zip(envs, data, strict=True)):
+                for index, (env, state) in enumerate(zip(envs, pickle.loads(data), strict=True)):
                     if not set_env_state(env, state):
                         rows["obs"][index] = env.reset()[0]
             elif command == "close":
@@ -686,6 +695,8 @@ class Run:
         torch.utils.deterministic.fill_uninitialized_memory = self.device.type == "cpu"
         self.eval_envs = make_vector_env(args, self.dt, args.num_eval_envs, args.seed + args.num_envs)
         self.replay_rows = buffer_rows(args, self.dt)
+        # From here on SIGTERM stops the run at the end of a round, with a checkpoint (--eval-model: at once).
+        self.preemption = None if args.eval_model else Preemption()
 
     def _start_wandb(self):
         import wandb
@@ -739,7 +750,7 @@ class Run:
         self.rounds_done, self.evaluations, self.log_rows, self.checkpoints = 0, 0, 0, 0
         self.last_eval, self.eval_seconds, wall_time, self.completed = float("nan"), 0.0, 0.0, False
         self.window, self.window_rounds = torch.zeros(len(diagnostics) - 1, dtype=torch.float64), 0  # sums since a row
-        self.final_eval_envs, self.preemption = None, Preemption()
+        self.final_eval_envs = None
         # What W&B holds already: a resumed run computes again what it logged after the checkpoint, and W&B cannot
         # take rows back, so it gets only the evaluations and diagnostics rows after its last of each (its summary
         # keeps the env_steps of the last evaluation and the updates of the last diagnostics row it received).
@@ -911,7 +922,7 @@ class Run:
 
     def __exit__(self, error_type, error, traceback):
         """The end of the run, however the loop ended: Ctrl-C keeps what was logged; model.pt, run.json, W&B.
-        Other errors go on up as they are."""
+        A dead env worker ends the run with its one-line error; other errors go on up as they are."""
         self.progress.stop()
         if isinstance(self.envs, EnvWorkers):
             self.envs.close()

@@ -175,8 +175,8 @@ runpy.run_path({script!r}, run_name="__main__")
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_a_scripts_graphed_run_computes_what_its_eager_run_computes(script, tmp_path):
     """The script's own round and wiring on CUDA: a run whose rounds are replayed as CUDA graphs (the default on a
-    GPU) writes the same evaluations and diagnostics, bit for bit, as the same run with every round op by op; a
-    network or optimizer state the script failed to hand the graph would part them after the first round."""
+    GPU) writes the same evaluations and diagnostics, bit for bit, as the same run with every round op by op: the
+    round the script builds (its networks, optimizer and batches) captured and replayed as it runs there."""
     env_args = ["--env-id", "Pendulum-v1" if script in CONTINUOUS else "CartPole-v1", "--dt", "0.02"]
     common = [*env_args, *TINY, "--total-time", "4", "--exp-name", "graph"]
     for side in ("graphed", "eager"):

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -311,15 +312,16 @@ def start_with_workers(script, *args, cwd, rows):
         if files and len(files[0].read_text().splitlines()) >= rows:
             break
         time.sleep(0.2)
-    workers = [child.pid for child in psutil.Process(process.pid).children(recursive=True)]
-    assert process.poll() is None and len(workers) >= 2, "the run did not start its workers"
+    workers = [child.pid for child in psutil.Process(process.pid).children(recursive=True)
+               if "spawn_main" in " ".join(child.cmdline())]  # not multiprocessing's resource tracker  # fmt: skip
+    assert process.poll() is None and len(workers) == 2, "the run did not start its two workers"
     return process, workers
 
 
 def test_a_run_with_workers_stops_on_sigterm_with_no_process_left_and_resumes_exactly(tmp_path):
     """SIGTERM to a run with two env workers: the checkpoint gathers the envs' states from the workers, the run
-    exits 0 and no worker outlives it; resumed with one process (the states go back into other envs), its
-    evals.csv and diagnostics.csv are the uninterrupted one-process run's."""
+    exits 0 and no worker outlives it; resumed with two new workers (the states go back into them), its evals.csv
+    and diagnostics.csv are the uninterrupted one-process run's."""
     args = worker_run_args("CartPole-v1", "0.01", "40")
     (tmp_path / "stopped").mkdir()
     process, workers = start_with_workers("dau_discrete.py", *args, cwd=tmp_path / "stopped", rows=4)
@@ -328,7 +330,7 @@ def test_a_run_with_workers_stops_on_sigterm_with_no_process_left_and_resumes_ex
     assert returncode == 0 and "stopped by SIGTERM: checkpoint saved" in stdout, stderr[-2000:]
     assert alive(workers) == []
     (run_dir,) = (tmp_path / "stopped").glob("runs/*__*")
-    run_script("dau_discrete.py", "--resume", str(run_dir), "--env-workers", "1", cwd=tmp_path / "stopped")
+    run_script("dau_discrete.py", "--resume", str(run_dir), "--env-workers", "2", cwd=tmp_path / "stopped")
     (tmp_path / "whole").mkdir()
     run_script("dau_discrete.py", *args, cwd=tmp_path / "whole")
     assert logged_numbers(tmp_path / "stopped") == logged_numbers(tmp_path / "whole")
@@ -344,6 +346,18 @@ def test_a_dead_env_worker_stops_the_run_with_a_clear_error(tmp_path):
     assert returncode != 0 and "error: env worker" in stderr and "died" in stderr, stderr[-2000:]
     assert "Traceback" not in stderr and alive(workers) == []
     assert len(read_evals(tmp_path)) >= 2  # what was logged is kept
+
+
+def test_a_run_that_fails_before_its_loop_closes_its_env_workers_and_exits(tmp_path):
+    """An error after the workers started and before the training loop (a replay memory that cannot be made, a
+    checkpoint whose envs do not fit): the process ends with its error instead of waiting forever, at its exit,
+    on workers that ignore SIGTERM."""
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from types import SimpleNamespace; "
+            "from run_harness import make_vector_env; "
+            "envs = make_vector_env(SimpleNamespace(env_id='CartPole-v1', time_limit=None), 0.01, 4, 1, 2); "
+            "raise RuntimeError('before the loop')")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "before the loop" in result.stderr
 
 
 def test_env_workers_end_when_their_run_is_killed(tmp_path):
