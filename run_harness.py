@@ -22,6 +22,7 @@ import atexit
 import csv
 import dataclasses
 import fcntl
+import glob
 import importlib.metadata
 import itertools
 import json
@@ -138,19 +139,13 @@ def requeued_run_dir(runs="runs"):
     run_id = os.environ.get("WANDB_RUN_ID")
     if not (os.environ.get("WANDB_SWEEP_ID") and run_id):
         return None
-    for path in sorted(glob_runs(runs)):
+    for path in sorted(glob.glob(os.path.join(runs, "*", "run.json"))):
         with open(path) as file:
             info = json.load(file)
         run_dir = os.path.dirname(path)
         if info.get("wandb_id") == run_id and not info.get("completed") and os.path.isfile(f"{run_dir}/{CHECKPOINT}"):
             return run_dir
     return None
-
-
-def glob_runs(runs):
-    """runs/*/run.json."""
-    folders = os.listdir(runs) if os.path.isdir(runs) else []
-    return [os.path.join(runs, name, "run.json") for name in folders if os.path.isfile(f"{runs}/{name}/run.json")]
 
 
 def require_positive(args, *names):
