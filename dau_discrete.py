@@ -62,8 +62,9 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     """discount per physical second; a step is discounted by gamma**dt"""
     learning_rate: float = 0.1
     """alpha_V = alpha_A: the learning rates are alpha * dt"""
-    exploration: Literal["ou", "epsilon"] = "ou"
-    """ou: argmax of the advantages plus an OU process (Sec. 4.2); epsilon: epsilon-greedy (collapses as dt -> 0)"""
+    exploration: Literal["ou", "epsilon", "ou-scaled"] = "ou"
+    """ou: argmax of the advantages plus an OU process (Sec. 4.2); epsilon: epsilon-greedy (collapses as dt -> 0);
+    ou-scaled: the OU noise times the advantages' running spread over actions (beyond the paper, docs/reproduce.md)"""
     epsilon: float = 0.1
     """probability of a uniformly random action per step, with --exploration epsilon"""
     ou_kappa: float = 7.5
@@ -74,6 +75,9 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     """normalise observations by their running mean and std (True or False); None: the env's default (table above)"""
     hidden_size: int = 256
     """width of the two hidden layers"""
+    value_update: Literal["all", "greedy"] = "all"
+    """all: V learns from every transition (Alg. 1); greedy: only from those whose action is argmax A now, where
+    A(s, a) = 0, so that V's target never carries -dt A (beyond the paper, docs/reproduce.md)"""
 
 
 def check_args(args):
@@ -160,6 +164,30 @@ class OUNoise:
         self.z.copy_(state["z"])
 
 
+class RunningSpread:
+    """--exploration ou-scaled (beyond the paper): the RMS over envs and actions of Abar(s, a) - mean_a' Abar(s, a'),
+    averaged over the last 1 / kappa physical seconds (the noise's correlation time) with weights e^(-kappa t),
+    normalised by their sum (so from the first step on). The noise times this has the same law at every dt, and
+    argmax(A + spread z) is the same when A is multiplied by any c > 0: A's drifting scale cannot end exploration."""
+
+    def __init__(self, kappa, dt, device):
+        self.decay = math.exp(-kappa * dt)
+        self.mean_square, self.weight = torch.zeros((), device=device), torch.zeros((), device=device)
+
+    def update(self, values):
+        deviation = values - values.mean(-1, keepdim=True)
+        self.mean_square.mul_(self.decay).add_((1 - self.decay) * deviation.pow(2).mean())
+        self.weight.mul_(self.decay).add_(1 - self.decay)
+        return (self.mean_square / self.weight).sqrt()
+
+    def state_dict(self):
+        return {"mean_square": self.mean_square, "weight": self.weight}
+
+    def load_state_dict(self, state):
+        self.mean_square.copy_(state["mean_square"])
+        self.weight.copy_(state["weight"])
+
+
 class ReplayBuffer:
     """Ring buffer of (s, a, r, terminated, s') on the training device."""
 
@@ -208,7 +236,7 @@ ROUND_STATS = ("exploration/changed_action", "training/failures_per_second", "op
 DIAGNOSTICS = (*TRAINING_STATS, *ROUND_STATS, "batch/terminal_td_share")
 
 
-def update(batch, value, advantage, optimizer, dt, gamma):
+def update(batch, value, advantage, optimizer, dt, gamma, value_update="all"):
     """One gradient step of Alg. 1 (discrete DAU). Returns TRAINING_STATS, no host sync."""
     obs, action, reward, terminated, next_obs = batch
     advantages = advantage(obs)
@@ -220,7 +248,10 @@ def update(batch, value, advantage, optimizer, dt, gamma):
     td = q - target
     # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi: the
     # paper's updates (the official code drops the 1/dt; RMSprop nearly cancels it, we follow the paper).
-    critic_objective = (td.detach() / dt * (state_value + advantage_taken)).mean()
+    value_term = state_value
+    if value_update == "greedy":  # beyond the paper: V's step from the transitions where A(s, a) = 0 only
+        value_term = state_value * (advantage_taken.detach() == 0)
+    critic_objective = (td.detach() / dt * (value_term + advantage_taken)).mean()
     optimizer.zero_grad()
     critic_objective.backward()
     optimizer.step()  # theta and psi both updated from the same batch and parameters
@@ -234,11 +265,14 @@ def gradient_rms(optimizer, network):
     return torch.cat(squares).mean().sqrt()
 
 
-def explore(values, noise, exploration, epsilon):
-    """pi_explore: argmax_a (values[a] + z[a]), z an OU process with one component per action (Sec. 4.2);
-    or epsilon-greedy, which tends to a deterministic policy as dt -> 0 (Theorem on epsilon-greedy)."""
+def explore(values, noise, exploration, epsilon, noise_scale=None):
+    """pi_explore: argmax_a (values[a] + z[a]), z an OU process with one component per action (Sec. 4.2), times
+    noise_scale if given (--exploration ou-scaled); or epsilon-greedy, which tends to a deterministic policy as
+    dt -> 0 (Theorem on epsilon-greedy)."""
     if exploration == "ou":
         return (values + noise.step()).argmax(-1)
+    if exploration == "ou-scaled":
+        return (values + noise_scale * noise.step()).argmax(-1)
     random_action = torch.randint_like(values[..., 0], values.shape[-1], dtype=torch.long)
     explore_now = torch.rand_like(values[..., 0]) < epsilon
     return torch.where(explore_now, random_action, values.argmax(-1))
@@ -301,14 +335,16 @@ if __name__ == "__main__":
     envs = make_vector_env(args, dt, args.num_envs, args.seed, args.env_workers)  # --env-workers: in K processes
     buffer = ReplayBuffer(run.replay_rows, obs_dim, device)
     noise = OUNoise((args.num_envs, num_actions), args.ou_kappa, args.ou_sigma, dt, device)
+    spread = RunningSpread(args.ou_kappa, dt, device)  # --exploration ou-scaled's measure of A's scale
 
     def train_round(batches):  # Alg. lines "for k = 1, nb_learn": one gradient step on each batch
-        return torch.stack([update([field[k] for field in batches], value, advantage, optimizer, dt, args.gamma)
-                            for k in range(args.updates_per_round)])  # fmt: skip
+        return torch.stack([update([field[k] for field in batches], value, advantage, optimizer, dt, args.gamma,
+                                   args.value_update) for k in range(args.updates_per_round)])  # fmt: skip
 
     train_round = graphed(train_round, device)  # on a GPU, the round launched at once as one CUDA graph
     obs, _ = envs.reset(seed=args.seed)
-    state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise}  # what --resume restores
+    # What --resume restores.
+    state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise, "spread": spread}
     obs = run.start(envs, obs, state, networks, evaluate_policy, act, DIAGNOSTICS)
     with run:  # Ctrl-C stops at once, keeping what was logged; SIGTERM after the round, with a checkpoint
         for _ in run.rounds():  # evaluations and checkpoints fall between rounds, at multiples of their intervals
@@ -319,7 +355,8 @@ if __name__ == "__main__":
                     normalizer.update(obs_tensor)
                 with torch.no_grad():  # a = argmax_a (A(s, a) + z[a]) (Sec. 4.2)
                     advantages = advantage(obs_tensor)
-                    action = explore(advantages, noise, args.exploration, args.epsilon)
+                    noise_scale = spread.update(advantages) if args.exploration == "ou-scaled" else None
+                    action = explore(advantages, noise, args.exploration, args.epsilon, noise_scale)
                     changed_action += (action != advantages.argmax(-1)).float().mean()
                     action = action.cpu().numpy()
                 next_obs, reward, terminated, real_next_obs = env_step(envs, action)

@@ -738,6 +738,9 @@ class Run:
         `envs` and their observations `obs`, the evaluation envs and the generators. `networks` is what model.pt
         keeps, `evaluate()` gives a mean scaled return, `act` an env action for one observation (videos), and
         `diagnostics` the column names of diagnostics.csv. Returns the observations to go on from."""
+        if self.resumed and (missing := sorted(state.keys() - self.resumed["state"].keys())):  # before any file moves
+            sys.exit(f"error: --resume {self.run_dir}: its checkpoint has no {', '.join(missing)}: an older version of "
+                     "the script made it; resume it with that commit, or start it again")  # fmt: skip
         args, self.envs, self.state, self.networks = self.args, envs, state, networks
         self.evaluate, self.act, self.diagnostics = evaluate, act, diagnostics
         self.round_time = args.num_envs * args.steps_per_round * self.dt  # physical seconds of interaction per round

@@ -16,10 +16,12 @@ import run_harness
 from dt_wrappers import make_env
 
 
+@pytest.mark.parametrize("value_update", ["all", "greedy"])
 @pytest.mark.parametrize("dt", [0.01, 0.001])
-def test_dau_update_applies_the_papers_deltas(dt, float64):
+def test_dau_update_applies_the_papers_deltas(dt, value_update, float64):
     """Alg. 1: Q = V(s) + dt (Abar(s,a) - max_a' Abar(s,a')), Q~ = r dt + (1-d) gamma^dt V(s'),
-    Delta-theta = mean((Q - Q~) dV/dtheta) / dt, Delta-psi = mean((Q - Q~) d(Abar(s,a) - max Abar)/dpsi) / dt."""
+    Delta-theta = mean((Q - Q~) dV/dtheta) / dt, Delta-psi = mean((Q - Q~) d(Abar(s,a) - max Abar)/dpsi) / dt.
+    --value-update greedy: Delta-theta's sum over the transitions whose action is argmax Abar only."""
     torch.manual_seed(0)
     gamma, normalizer = 0.8, dau.Normalizer(4)
     value, advantage = dau.Value(4, 16, normalizer), dau.Advantage(4, 3, 16, normalizer)
@@ -33,12 +35,12 @@ def test_dau_update_applies_the_papers_deltas(dt, float64):
         advantage_taken = advantages[action.item()] - advantages.max()
         td = (v0(obs[None]) + dt * advantage_taken - target).item()
         tds.append(td)
-        expected_theta += td * per_sample_gradient(v0(obs[None]).sum(), list(v0.parameters())) / dt
+        value_learns = value_update == "all" or advantage_taken.item() == 0
+        expected_theta += value_learns * td * per_sample_gradient(v0(obs[None]).sum(), list(v0.parameters())) / dt
         expected_psi += td * per_sample_gradient(advantage_taken, list(a0.parameters())) / dt
     n = len(batch[0])
-    stats = dau.update(
-        batch, value, advantage, torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0), dt, gamma
-    )
+    optimizer = torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0)
+    stats = dau.update(batch, value, advantage, optimizer, dt, gamma, value_update)
     assert_batch_stats(dau, stats, tds, batch[3])
     torch.testing.assert_close(flat(v0) - flat(value), expected_theta / n, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(flat(a0) - flat(advantage), expected_psi / n, rtol=1e-9, atol=1e-12)
@@ -116,6 +118,47 @@ def test_exploration_follows_the_values(module):
     assert 0.5 < (module.explore(close, noise, "ou", 0.0) == 0).float().mean() < 0.8
     greedy = (module.explore(far, noise, "epsilon", 0.2) == 0).float().mean().item()
     assert greedy == pytest.approx(0.9, abs=0.02)
+
+
+def test_scaled_ou_exploration_does_not_fade_as_the_advantages_grow():
+    """--exploration ou-scaled: the same actions whatever the advantages' scale (here 1 and 64), where the paper's OU
+    noise (std 0.39 per action) changes fewer and fewer greedy actions; and the same as the paper's when the spread of
+    the advantages over actions is 1 (advantages -1 and +1)."""
+    advantages = torch.randn(2000, 2) + torch.tensor([1.0, -1.0])
+    actions = {}
+    for exploration in ("ou", "ou-scaled"):
+        for scale in (1, 64):
+            torch.manual_seed(0)
+            noise, spread = dau.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), dau.RunningSpread(7.5, 0.01, "cpu")
+            actions[exploration, scale] = torch.stack(
+                [dau.explore(scale * advantages, noise, exploration, 0.0, spread.update(scale * advantages))
+                 for _ in range(50)]
+            )  # fmt: skip
+    greedy = advantages.argmax(-1)
+    changed = {key: (taken != greedy).float().mean().item() for key, taken in actions.items()}
+    assert torch.equal(actions["ou-scaled", 1], actions["ou-scaled", 64])
+    assert changed["ou", 64] < changed["ou", 1] / 10 and changed["ou-scaled", 64] > changed["ou", 1] > 0.02
+    torch.manual_seed(0)
+    unit = torch.tensor([[1.0, -1.0]]).repeat(2000, 1)
+    noise, spread = dau.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), dau.RunningSpread(7.5, 0.01, "cpu")
+    scaled = dau.explore(unit, noise, "ou-scaled", 0.0, spread.update(unit))
+    torch.manual_seed(0)
+    assert torch.equal(scaled, dau.explore(unit, dau.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), "ou", 0.0))
+
+
+def test_the_advantages_running_spread_has_a_physical_time_limit():
+    """The spread weights the past e^(-kappa t) in physical seconds: after the advantages' spread jumps from 1 to 3,
+    it reads the same 0.1 s later at dt 0.01 and 0.001."""
+    readings = {}
+    for dt in (0.01, 0.001):
+        spread = dau.RunningSpread(7.5, dt, "cpu")
+        for _ in range(round(1 / dt)):
+            spread.update(torch.tensor([[1.0, -1.0]]))
+        for _ in range(round(0.1 / dt)):
+            reading = spread.update(torch.tensor([[3.0, -3.0]])).item()
+        readings[dt] = reading
+    assert 1.5 < readings[0.01] < 2.9
+    assert readings[0.001] == pytest.approx(readings[0.01], rel=0.03)
 
 
 def final_spread(exploration, dt, num_envs=200, duration=0.3):

@@ -26,6 +26,7 @@ CASES = [
     ("dau_continuous.py", "Pendulum-v1", []),
     ("ddpg_baseline.py", "Pendulum-v1", ["--tau", "0.5"]),
     ("dau_discrete.py", "CartPole-v1", ["--eval-every", "12"]),
+    ("dau_discrete.py", "CartPole-v1", ["--eval-every", "12", "--exploration", "ou-scaled"]),  # its running spread
     ("dqn_baseline.py", "CartPole-v1", ["--tau", "0.5"]),
     ("dau_continuous.py", "HalfCheetah-v4", []),
 ]
@@ -223,6 +224,7 @@ def stopped_run(tmp_path_factory):
         ("dau_continuous.py", [], "truncated", "is not a readable checkpoint"),
         ("dau_continuous.py", [], "garbage", "is not a readable checkpoint"),
         ("dau_continuous.py", [], "other device", "and would continue on"),
+        ("dau_continuous.py", [], "older script", "its checkpoint has no noise: an older version of the script"),
     ],
 )
 def test_a_resume_that_cannot_be_exact_is_refused_before_any_work(script, args, damage, message, stopped_run, tmp_path):
@@ -240,6 +242,9 @@ def test_a_resume_that_cannot_be_exact_is_refused_before_any_work(script, args, 
     elif damage == "other device":  # a GPU's run resumed on the CPU, or the other way round: other numbers
         state = torch.load(checkpoint, weights_only=True)
         save_checkpoint({**state, "device": "cpu" if torch.cuda.is_available() else "cuda"}, checkpoint)
+    elif damage == "older script":  # a checkpoint without a part of the state that a newer script keeps
+        state = torch.load(checkpoint, weights_only=True)
+        save_checkpoint({**state, "state": {k: v for k, v in state["state"].items() if k != "noise"}}, checkpoint)
     evals_before = (run_dir / "evals.csv").read_bytes()
     result = run_script(script, "--resume", str(run_dir), *args, cwd=tmp_path, check=False, timeout=120)
     assert result.returncode != 0 and message in result.stderr and "Traceback" not in result.stderr
