@@ -8,9 +8,16 @@ One panel per column, one colour per dt: each seed a thin line, their mean a thi
 one line style each.
 The column "td_rate" is the root mean square of the TD error per second, sqrt(losses/td) / dt: for DAU, the
 paper's (Q - Q~) / dt, which its updates multiply the gradients by.
+
+With --table, also a Markdown table per folder and algorithm: for each dt, the mean over seeds (and their range)
+of each run's mean over its last --window physical seconds, of V, abs(A), how often exploration changed the greedy
+action and the terminal transitions' share; with --reward-rate r (the reward per second, CartPole's 1), also V over
+its balance level (r + abs(A)) dt / (dt ln(1 / gamma) + terminal share), where Alg. 1's updates stop moving V's
+mean when the replay memory is stationary (docs/reproduce.md, "Where V's level comes from").
 """
 
 import csv
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,20 +49,58 @@ class Options:
     """columns drawn on a logarithmic axis (symmetric: linear within +-0.001)"""
     out: Path = Path("diagnostics.png")
     """where to write the figure (PNG)"""
+    table: Path | None = None
+    """also write the summary table (Markdown) here, and print it"""
+    window: float = 600
+    """the physical seconds at the end of each run that the table averages"""
+    reward_rate: float | None = None
+    """the reward per physical second, for the table's V / balance column (CartPole: 1); None: no such column"""
+
+
+SUMMARY = {"V": "values/v", "abs(A)": "values/abs_advantage", "changed": "exploration/changed_action",
+           "terminal share": "batch/terminal_share"}  # fmt: skip
 
 
 def load_diagnostics(runs_dir, env_id, algorithm):
     """{dt: [(physical times, {column: values}), one per seed]} of the finished runs that have a diagnostics.csv."""
     by_dt = {}
-    for (_, name, dt, _), (run_dir, _) in finished_runs(runs_dir, (env_id,)).items():
+    for (_, name, dt, _), (run_dir, run) in finished_runs(runs_dir, (env_id,)).items():
         if name != algorithm or not (run_dir / "diagnostics.csv").is_file():
             continue
         with open(run_dir / "diagnostics.csv") as file:
             rows = list(csv.DictReader(file))
         columns = {column: np.array([float(row[column]) for row in rows]) for column in rows[0]}
         columns["td_rate"] = np.sqrt(columns["losses/td"]) / dt
+        columns["gamma"] = run["args"].get("gamma", math.nan)  # discount per second (the table's balance level)
         by_dt.setdefault(dt, []).append((columns["physical_time"], columns))
     return by_dt
+
+
+def summary_table(by_dt, window, reward_rate=None):
+    """Markdown: per dt, the mean over seeds (range) of each run's mean over its last `window` seconds."""
+    names = [*SUMMARY, *(["V / balance"] if reward_rate is not None else [])]
+    lines = ["| dt | seeds | " + " | ".join(f"{name} (last {window:g} s)" for name in names) + " |",
+             "|---" * (len(names) + 2) + "|"]  # fmt: skip
+    for dt, seeds in sorted(by_dt.items(), reverse=True):
+        per_run = []
+        for times, columns in seeds:
+            last = times > times[-1] - window
+            means = {name: columns[column][last].mean() for name, column in SUMMARY.items()}
+            if reward_rate is not None:
+                balance = (
+                    (reward_rate + means["abs(A)"])
+                    * dt
+                    / (dt * math.log(1 / columns["gamma"]) + means["terminal share"])
+                )
+                means["V / balance"] = means["V"] / balance
+            per_run.append(means)
+        cells = []
+        for name in names:
+            values = [means[name] for means in per_run]
+            spec = ".4f" if name in ("changed", "terminal share") else ".2f" if name == "V / balance" else ".1f"
+            cells.append(f"{np.mean(values):{spec}} ({min(values):{spec}}-{max(values):{spec}})")
+        lines.append(f"| {dt:g} | {len(seeds)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def main(options):
@@ -100,6 +145,11 @@ def main(options):
     figure.suptitle(f"{options.env_id}: {' / '.join(options.algorithms)}, training diagnostics", fontsize=11)
     save_figure(figure, options.out)
     print(f"figure: {options.out}")
+    if options.table:
+        tables = [f"{algorithm}, {folder}:\n\n{summary_table(by_dt, options.window, options.reward_rate)}"
+                  for (folder, algorithm), by_dt in sources.items()]  # fmt: skip
+        print("\n".join(tables))
+        options.table.write_text("\n".join(tables))
 
 
 if __name__ == "__main__":

@@ -480,6 +480,31 @@ def test_the_diagnostics_figure(tmp_path):
         diagnostics.main(dataclasses.replace(options, algorithms=("DAU", "DDPG (unscaled)")))
 
 
+def test_the_diagnostics_summary_table(tmp_path):
+    """--table: per dt, the mean over seeds (range) of each run's mean over its last --window seconds, and V over
+    its balance level (r + abs(A)) dt / (dt ln(1 / gamma) + terminal share)."""
+    import diagnostics
+
+    header = "physical_time,losses/td,values/v,values/abs_advantage,exploration/changed_action,batch/terminal_share"
+    for seed, level in ((1, 100.0), (2, 300.0)):  # the first row is outside the last 20 s
+        run_dir = write_run(tmp_path / "runs", "dau_discrete.py", 0.01, seed, [0, 0], gamma=0.8)
+        rows = [
+            f"10,0,{level / 10},1,0.5,0.5",
+            f"30,0,{level},{level / 2},0.01,0.001",
+            f"40,0,{level},{level / 2},0.03,0.001",
+        ]
+        (run_dir / "diagnostics.csv").write_text("\n".join([header, *rows]) + "\n")
+    table = diagnostics.summary_table(diagnostics.load_diagnostics(tmp_path / "runs", "Pendulum-v1", "DAU"), 20, 1.0)
+    ratios = [level / ((1 + level / 2) * 0.01 / (0.01 * math.log(1.25) + 0.001)) for level in (100.0, 300.0)]
+    assert table.splitlines()[2] == (
+        f"| 0.01 | 2 | 200.0 (100.0-300.0) | 100.0 (50.0-150.0) | 0.0200 (0.0200-0.0200) | 0.0010 (0.0010-0.0010) | "
+        f"{np.mean(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |"
+    )
+    assert "balance" not in diagnostics.summary_table(
+        diagnostics.load_diagnostics(tmp_path / "runs", "Pendulum-v1", "DAU"), 20
+    )
+
+
 def test_runs_with_round_seconds_are_their_own_algorithm():
     """A variant's runs get their own row and panel, apart from the paper's algorithm's runs of the same seed."""
     import plot
