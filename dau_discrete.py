@@ -75,9 +75,10 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     """normalise observations by their running mean and std (True or False); None: the env's default (table above)"""
     hidden_size: int = 256
     """width of the two hidden layers"""
-    value_update: Literal["all", "greedy"] = "all"
-    """all: V learns from every transition (Alg. 1); greedy: only from those whose action is argmax A now, where
-    A(s, a) = 0, so that V's target never carries -dt A (beyond the paper, docs/reproduce.md)"""
+    value_update: Literal["all", "greedy", "exploring"] = "all"
+    """all: V learns from every transition (Alg. 1); beyond the paper (docs/reproduce.md), V's target without -dt A:
+    greedy: only from the transitions whose action is argmax A now (A = 0 there); exploring: from every transition,
+    with r dt + gamma^dt V(s') as target (the exploring policy's value)"""
 
 
 def check_args(args):
@@ -248,10 +249,12 @@ def update(batch, value, advantage, optimizer, dt, gamma, value_update="all"):
     td = q - target
     # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi: the
     # paper's updates (the official code drops the 1/dt; RMSprop nearly cancels it, we follow the paper).
-    value_term = state_value
+    value_term = td.detach() / dt * state_value
     if value_update == "greedy":  # beyond the paper: V's step from the transitions where A(s, a) = 0 only
-        value_term = state_value * (advantage_taken.detach() == 0)
-    critic_objective = (td.detach() / dt * (value_term + advantage_taken)).mean()
+        value_term = value_term * (advantage_taken.detach() == 0)
+    if value_update == "exploring":  # beyond the paper: V's step from V(s) - r dt - gamma^dt V(s'), without dt A
+        value_term = (td - dt * advantage_taken).detach() / dt * state_value
+    critic_objective = (value_term + td.detach() / dt * advantage_taken).mean()
     optimizer.zero_grad()
     critic_objective.backward()
     optimizer.step()  # theta and psi both updated from the same batch and parameters

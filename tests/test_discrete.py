@@ -16,12 +16,13 @@ import run_harness
 from dt_wrappers import make_env
 
 
-@pytest.mark.parametrize("value_update", ["all", "greedy"])
+@pytest.mark.parametrize("value_update", ["all", "greedy", "exploring"])
 @pytest.mark.parametrize("dt", [0.01, 0.001])
 def test_dau_update_applies_the_papers_deltas(dt, value_update, float64):
     """Alg. 1: Q = V(s) + dt (Abar(s,a) - max_a' Abar(s,a')), Q~ = r dt + (1-d) gamma^dt V(s'),
     Delta-theta = mean((Q - Q~) dV/dtheta) / dt, Delta-psi = mean((Q - Q~) d(Abar(s,a) - max Abar)/dpsi) / dt.
-    --value-update greedy: Delta-theta's sum over the transitions whose action is argmax Abar only."""
+    --value-update greedy: Delta-theta's sum over the transitions whose action is argmax Abar only; exploring:
+    Delta-theta = mean((V(s) - Q~) dV/dtheta) / dt, V's TD error without dt A(s, a)."""
     torch.manual_seed(0)
     gamma, normalizer = 0.8, dau.Normalizer(4)
     value, advantage = dau.Value(4, 16, normalizer), dau.Advantage(4, 3, 16, normalizer)
@@ -35,8 +36,9 @@ def test_dau_update_applies_the_papers_deltas(dt, value_update, float64):
         advantage_taken = advantages[action.item()] - advantages.max()
         td = (v0(obs[None]) + dt * advantage_taken - target).item()
         tds.append(td)
-        value_learns = value_update == "all" or advantage_taken.item() == 0
-        expected_theta += value_learns * td * per_sample_gradient(v0(obs[None]).sum(), list(v0.parameters())) / dt
+        value_learns = value_update != "greedy" or advantage_taken.item() == 0
+        value_td = td - dt * advantage_taken.item() if value_update == "exploring" else td
+        expected_theta += value_learns * value_td * per_sample_gradient(v0(obs[None]).sum(), list(v0.parameters())) / dt
         expected_psi += td * per_sample_gradient(advantage_taken, list(a0.parameters())) / dt
     n = len(batch[0])
     optimizer = torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0)
