@@ -18,7 +18,16 @@ from pathlib import Path
 
 import numpy as np
 import tyro
-from plot import bracket, final_return, interval, load_runs, probability_of_improvement, robustness_ratio
+from plot import (
+    bracket,
+    final_return,
+    finished_runs,
+    interval,
+    load_runs,
+    probability_of_improvement,
+    read_curve,
+    robustness_ratio,
+)
 
 
 @dataclass
@@ -37,52 +46,54 @@ class Options:
     """the budget (physical seconds) of the runs compared"""
     last: int = 3
     """evaluations at the end of each run averaged into its final return"""
+    seeds: tuple[int, ...] = ()
+    """only these seeds, in every folder (short probes beside the paper's runs of the same seeds); empty: all"""
     table: Path | None = None
     """also write the table (Markdown) here; it is always printed"""
 
 
-def dau_finals(folder, env_id, total_time, last):
-    """{dt: [final return of each seed]} of the DAU runs in `folder` with this budget, and their first evaluations."""
-    curves = load_runs(folder, [env_id]).get(env_id, {}).get("DAU", {})
+def dau_finals(folder, env_id, total_time, last, seeds=()):
+    """{dt: [final return of each seed]} of the DAU runs in `folder` with this budget (and these seeds)."""
     finals = {}
-    for dt, runs in curves.items():
-        kept = [curve for curve in runs if abs(curve.times[-1] - total_time) <= 0.05 * total_time]
-        if kept:
-            finals[dt] = [final_return(curve, last) for curve in kept]
+    for (_, algorithm, dt, seed), (run_dir, run) in finished_runs(folder, [env_id]).items():
+        if algorithm == "DAU" and run["args"]["total_time"] == total_time and (not seeds or seed in seeds):
+            finals.setdefault(dt, []).append(final_return(read_curve(run_dir, run), last))
     return finals
 
 
 def comparison_table(options):
+    """Markdown: a row per folder (the reference first), then a row per variant of P(variant > reference) per dt;
+    a variant without runs at some dt gets "—" there, and its ratio only over every dt."""
     reference_runs = load_runs(options.reference, [options.env_id]).get(options.env_id, {})
     untrained = np.mean([curve.returns[0] for by_dt in reference_runs.values() for c in by_dt.values() for curve in c])
-    rows = {options.reference_label: dau_finals(options.reference, options.env_id, options.total_time, options.last)}
     labels = options.labels or tuple(folder.name for folder in options.variants)
-    for label, folder in zip(labels, options.variants, strict=True):
-        rows[label] = dau_finals(folder, options.env_id, options.total_time, options.last)
-    dts = sorted(rows[options.reference_label], reverse=True)
-    if any(sorted(finals, reverse=True) != dts for finals in rows.values()):
+    rows = {label: dau_finals(folder, options.env_id, options.total_time, options.last, options.seeds)
+            for label, folder in zip((options.reference_label, *labels), (options.reference, *options.variants),
+                                     strict=True)}  # fmt: skip
+    reference = rows[options.reference_label]
+    dts = sorted(reference, reverse=True)
+    if not all(rows.values()) or any(set(finals) - set(dts) for finals in rows.values()):
         found = "; ".join(f"{label}: {sorted(finals)}" for label, finals in rows.items())
-        sys.exit(
-            f"error: every folder needs DAU runs of {options.env_id} at the same dt, {options.total_time:g} s: {found}"
-        )
+        sys.exit(f"error: each folder needs DAU runs of {options.env_id} ({options.total_time:g} s) at the "
+                 f"reference's dt: {found}")  # fmt: skip
     lines = ["| final return (mean [95% interval], seeds) | " + " | ".join(f"dt {dt:g}" for dt in dts)
              + " | worst / best dt |", "|---" * (len(dts) + 2) + "|"]  # fmt: skip
     ratio_of = functools.partial(robustness_ratio, untrained=untrained)
     for label, finals in rows.items():
-        cells = [f"{np.mean(finals[dt]):.1f}{bracket(interval((finals[dt],), np.mean), '.1f')}" for dt in dts]
-        per_dt = [finals[dt] for dt in dts]
-        ratio = ratio_of(*per_dt)
-        ratio_interval = interval(per_dt, lambda *values: ratio_of(*values) or 0.0)
-        ratio_text = f"{ratio:.2f}{bracket(ratio_interval, '.2f')}" if ratio is not None else "—"
-        seeds = ",".join(str(len(finals[dt])) for dt in dts)
+        cells = [f"{np.mean(finals[dt]):.1f}{bracket(interval((finals[dt],), np.mean), '.1f')}" if dt in finals else "—"
+                 for dt in dts]  # fmt: skip
+        ratio_text = "—"  # over every dt only
+        if len(finals) == len(dts) and (ratio := ratio_of(*(per_dt := [finals[dt] for dt in dts]))) is not None:
+            ratio_text = f"{ratio:.2f}{bracket(interval(per_dt, lambda *values: ratio_of(*values) or 0.0), '.2f')}"
+        seeds = ",".join(str(len(finals.get(dt, []))) for dt in dts)
         lines.append(f"| {label} (n={seeds}) | " + " | ".join(cells) + f" | {ratio_text} |")
-    reference = rows[options.reference_label]
     for label in labels:
         cells = []
         for dt in dts:
-            pair = (rows[label][dt], reference[dt])
+            pair = (rows[label].get(dt), reference[dt])
+            estimate = probability_of_improvement(*pair) if pair[0] else None
             cells.append(
-                f"{probability_of_improvement(*pair):.2f}{bracket(interval(pair, probability_of_improvement), '.2f')}"
+                f"{estimate:.2f}{bracket(interval(pair, probability_of_improvement), '.2f')}" if pair[0] else "—"
             )
         lines.append(f"| P({label} > {options.reference_label}) | " + " | ".join(cells) + " | |")
     lines += ["", f"Untrained level of the score: {untrained:.1f} ({options.reference}'s table)."]

@@ -86,6 +86,26 @@ def test_the_published_tables_are_what_plot_draws_from_the_kept_runs(table_file)
         assert row in reproduce, f"reproduce.md does not show this line of {table_file.name}:\n{row}"
 
 
+# The reproduction page's tables beyond the paper, as sweeps/compare.py prints them (the DAU variants' folders
+# against the paper's DAU in docs/results).
+RESULTS = ROOT / "docs" / "results"
+COMPARISONS = {
+    "ou_sigma_15": {"variants": (RESULTS / "cartpole_ou_sigma_15_grid",), "labels": ("`--ou-sigma 15`",)},
+}
+
+
+@pytest.mark.parametrize("name", COMPARISONS)
+def test_the_comparisons_beyond_the_paper_are_what_compare_prints(name):
+    import compare
+
+    table = compare.comparison_table(compare.Options(reference=RESULTS, **COMPARISONS[name]))
+    reproduce = (ROOT / "docs" / "reproduce.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("|")]
+    assert len(rows) == 2 + 2 * len(COMPARISONS[name]["variants"]) + 1
+    for row in rows:
+        assert row in reproduce, f"reproduce.md does not show this line of compare.py's {name} table:\n{row}"
+
+
 # Each script page's results: its algorithm, and per folder of runs the figure beside that folder's table (the
 # grid's runs in docs/results; CartPole's at the paper's budget, kept apart, on the discrete scripts' pages).
 SCRIPT_PAGES = {
