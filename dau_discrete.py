@@ -167,9 +167,10 @@ class OUNoise:
 
 class RunningSpread:
     """--exploration ou-scaled (beyond the paper): the RMS over envs and actions of Abar(s, a) - mean_a' Abar(s, a'),
-    averaged over the last 1 / kappa physical seconds (the noise's correlation time) with weights e^(-kappa t),
-    normalised by their sum (so from the first step on). The noise times this has the same law at every dt, and
-    argmax(A + spread z) is the same when A is multiplied by any c > 0: A's drifting scale cannot end exploration."""
+    an exponential average over physical time with time constant 1 / kappa (the noise's correlation time), its
+    weights e^(-kappa t) normalised by their sum (so from the first step on). The noise times this has the same law
+    at every dt, and argmax(A + spread z) is the same when A (its last ~1 / kappa seconds) is multiplied by any c > 0:
+    A's drifting scale cannot end exploration."""
 
     def __init__(self, kappa, dt, device):
         self.decay = math.exp(-kappa * dt)
@@ -346,8 +347,9 @@ if __name__ == "__main__":
 
     train_round = graphed(train_round, device)  # on a GPU, the round launched at once as one CUDA graph
     obs, _ = envs.reset(seed=args.seed)
-    # What --resume restores.
-    state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise, "spread": spread}
+    state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise}  # what --resume restores
+    if args.exploration == "ou-scaled":
+        state["spread"] = spread
     obs = run.start(envs, obs, state, networks, evaluate_policy, act, DIAGNOSTICS)
     with run:  # Ctrl-C stops at once, keeping what was logged; SIGTERM after the round, with a checkpoint
         for _ in run.rounds():  # evaluations and checkpoints fall between rounds, at multiples of their intervals

@@ -67,6 +67,8 @@ def comparison_table(options):
     reference_runs = load_runs(options.reference, [options.env_id]).get(options.env_id, {})
     untrained = np.mean([curve.returns[0] for by_dt in reference_runs.values() for c in by_dt.values() for curve in c])
     labels = options.labels or tuple(folder.name for folder in options.variants)
+    if len(set((options.reference_label, *labels))) < len(labels) + 1:
+        sys.exit(f"error: each folder needs its own label, got {options.reference_label!r} and {', '.join(labels)}")
     rows = {label: dau_finals(folder, options.env_id, options.total_time, options.last, options.seeds)
             for label, folder in zip((options.reference_label, *labels), (options.reference, *options.variants),
                                      strict=True)}  # fmt: skip

@@ -71,7 +71,7 @@ def load_diagnostics(runs_dir, env_id, algorithm):
             rows = list(csv.DictReader(file))
         columns = {column: np.array([float(row[column]) for row in rows]) for column in rows[0]}
         columns["td_rate"] = np.sqrt(columns["losses/td"]) / dt
-        columns["gamma"] = run["args"].get("gamma", math.nan)  # discount per second (the table's balance level)
+        columns["gamma"] = np.full(len(rows), run["args"].get("gamma", math.nan))  # per second, for the balance
         by_dt.setdefault(dt, []).append((columns["physical_time"], columns))
     return by_dt
 
@@ -90,7 +90,7 @@ def summary_table(by_dt, window, reward_rate=None):
                 balance = (
                     (reward_rate + means["abs(A)"])
                     * dt
-                    / (dt * math.log(1 / columns["gamma"]) + means["terminal share"])
+                    / (dt * math.log(1 / columns["gamma"][-1]) + means["terminal share"])
                 )
                 means["V / balance"] = means["V"] / balance
             per_run.append(means)

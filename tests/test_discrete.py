@@ -27,8 +27,10 @@ def test_dau_update_applies_the_papers_deltas(dt, value_update, float64):
     gamma, normalizer = 0.8, dau.Normalizer(4)
     value, advantage = dau.Value(4, 16, normalizer), dau.Advantage(4, 3, 16, normalizer)
     batch = fixed_batch(obs_dim=4, num_actions=3)
+    with torch.no_grad():  # every other transition takes the greedy action: A(s, a) = 0 there
+        batch[1][::2] = advantage(batch[0][::2]).argmax(-1, keepdim=True)
     v0, a0 = copy.deepcopy(value), copy.deepcopy(advantage)
-    expected_theta, expected_psi, tds = 0, 0, []
+    expected_theta, expected_psi, tds, greedy_rows = 0, 0, [], []
     for obs, action, reward, terminated, next_obs in zip(*batch, strict=True):
         with torch.no_grad():
             target = reward * dt + (1 - terminated) * gamma**dt * v0(next_obs[None])
@@ -37,10 +39,12 @@ def test_dau_update_applies_the_papers_deltas(dt, value_update, float64):
         td = (v0(obs[None]) + dt * advantage_taken - target).item()
         tds.append(td)
         value_learns = value_update != "greedy" or advantage_taken.item() == 0
+        greedy_rows.append(advantage_taken.item() == 0)
         value_td = td - dt * advantage_taken.item() if value_update == "exploring" else td
         expected_theta += value_learns * value_td * per_sample_gradient(v0(obs[None]).sum(), list(v0.parameters())) / dt
         expected_psi += td * per_sample_gradient(advantage_taken, list(a0.parameters())) / dt
     n = len(batch[0])
+    assert 0 < sum(greedy_rows) < n  # greedy and other transitions both
     optimizer = torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0)
     stats = dau.update(batch, value, advantage, optimizer, dt, gamma, value_update)
     assert_batch_stats(dau, stats, tds, batch[3])
