@@ -91,6 +91,14 @@ def test_the_published_tables_are_what_plot_draws_from_the_kept_runs(table_file)
 RESULTS = ROOT / "docs" / "results"
 COMPARISONS = {
     "ou_sigma_15": {"variants": (RESULTS / "cartpole_ou_sigma_15_grid",), "labels": ("`--ou-sigma 15`",)},
+    "value_update": {
+        "variants": (
+            RESULTS / "cartpole_probes" / "value_update_greedy",
+            RESULTS / "cartpole_probes" / "value_update_exploring",
+        ),
+        "labels": ("`--value-update greedy`", "`--value-update exploring`"),
+        "seeds": (3, 4, 5),
+    },
 }
 
 
