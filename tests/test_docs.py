@@ -99,6 +99,13 @@ COMPARISONS = {
         "labels": ("`--value-update greedy`", "`--value-update exploring`"),
         "seeds": (3, 4, 5),
     },
+    "scale": {
+        "variants": tuple(
+            RESULTS / "cartpole_probes" / name for name in ("weight_decay_1", "reward_x100", "exploring_reward_x100")
+        ),
+        "labels": ("L2 1", "reward x100", "`exploring`, reward x100"),
+        "seeds": (3, 4, 5),
+    },
 }
 
 
