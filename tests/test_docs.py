@@ -68,6 +68,7 @@ def test_the_per_environment_table_is_the_codes():
 TABLE_RUNS = {
     "robustness_cartpole_12600.md": ROOT / "docs" / "results" / "cartpole_12600",
     "robustness_cartpole_ou_sigma_15.md": ROOT / "docs" / "results" / "cartpole_ou_sigma_15_grid",
+    "robustness_cartpole_ou_scaled.md": ROOT / "docs" / "results" / "cartpole_ou_scaled_grid",
 }
 
 
@@ -91,6 +92,10 @@ def test_the_published_tables_are_what_plot_draws_from_the_kept_runs(table_file)
 RESULTS = ROOT / "docs" / "results"
 COMPARISONS = {
     "ou_sigma_15": {"variants": (RESULTS / "cartpole_ou_sigma_15_grid",), "labels": ("`--ou-sigma 15`",)},
+    "exploration": {
+        "variants": (RESULTS / "cartpole_ou_sigma_15_grid", RESULTS / "cartpole_ou_scaled_grid"),
+        "labels": ("`--ou-sigma 15`", "`--exploration ou-scaled`"),
+    },
     "value_update": {
         "variants": (
             RESULTS / "cartpole_probes" / "value_update_greedy",
