@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from run_harness import Run, RunArgs, graphed, make_vector_env
+from run_harness import Run, RunArgs, graphed, make_vector_env, require_positive
 
 
 @dataclass
@@ -61,7 +61,9 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     gamma: float = 0.8
     """discount per physical second; a step is discounted by gamma**dt"""
     learning_rate: float = 0.1
-    """alpha_V = alpha_A: the learning rates are alpha * dt"""
+    """alpha_A, and alpha_V unless --value-learning-rate: the learning rates are alpha * dt"""
+    value_learning_rate: float | None = None
+    """alpha_V, V's learning rate alpha_V * dt (Alg. 1 has both; the paper sets them equal); None: --learning-rate"""
     exploration: Literal["ou", "epsilon", "ou-scaled"] = "ou"
     """ou: argmax of the advantages plus an OU process (Sec. 4.2); epsilon: epsilon-greedy (collapses as dt -> 0);
     ou-scaled: the OU noise times the advantages' running spread over actions (beyond the paper, docs/reproduce.md)"""
@@ -85,6 +87,8 @@ def check_args(args):
     """Refuse values of this script's own flags that cannot give a meaningful run (run_harness checks the rest)."""
     if not 0 <= args.epsilon <= 1:
         raise ValueError(f"--epsilon must be in [0, 1], got {args.epsilon}")
+    if args.value_learning_rate is not None:
+        require_positive(args, "value_learning_rate")
 
 
 def mlp(inputs, outputs, hidden_size):
@@ -331,8 +335,12 @@ if __name__ == "__main__":
     run.evaluate_saved_model(networks, evaluate_policy, act)  # --eval-model: evaluate, then exit
     targets = {}  # DAU has no target networks: it bootstraps on V itself
     # RMSprop without momentum, learning rates alpha * dt and smoothing 1 - dt (Alg. 1).
+    groups = [{"params": [*value.parameters(), *advantage.parameters()], "lr": args.learning_rate * dt}]
+    if args.value_learning_rate is not None:  # alpha_V apart from alpha_A
+        groups = [{"params": value.parameters(), "lr": args.value_learning_rate * dt},
+                  {"params": advantage.parameters(), "lr": args.learning_rate * dt}]  # fmt: skip
     optimizer = torch.optim.RMSprop(
-        [{"params": [*value.parameters(), *advantage.parameters()], "lr": args.learning_rate * dt}],
+        groups,
         alpha=1 - dt, momentum=0, foreach=True,  # foreach: the same arithmetic as the per-tensor loop, faster
         capturable=device.type == "cuda",  # its step counts on the GPU, as a CUDA graph needs; the same arithmetic
     )  # fmt: skip

@@ -280,3 +280,30 @@ def test_diagnostics_count_the_exploration_and_the_failures_of_the_run(module, t
         replay = torch.load(run_dir / "checkpoint.pt", weights_only=True)["state"]["replay"]
         failures = sum(float(row["training/failures_per_second"]) * round_time for row in rows)
         assert failures == pytest.approx(replay["fields"][3].sum().item()) and failures > 10
+
+
+def test_value_learning_rate_sets_alpha_v_apart_from_alpha_a(tmp_path):
+    """--value-learning-rate: Alg. 1's alpha_V apart from alpha_A, each times dt; alpha_V = alpha gives the run the
+    default gives (one step size for both, as the paper sets them); 0 is refused before any work."""
+    args = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "4", "--checkpoint-every", "100"]
+    logs = {}
+    for name, extra in (
+        ("default", []),
+        ("equal", ["--value-learning-rate", "0.1"]),
+        ("apart", ["--value-learning-rate", "0.02"]),
+    ):
+        (tmp_path / name).mkdir()
+        run_script("dau_discrete.py", *args, *extra, cwd=tmp_path / name)
+        (run_dir,) = (tmp_path / name / "runs").glob("*__*")
+        logs[name] = (read_evals(tmp_path / name), (run_dir / "diagnostics.csv").read_text())
+        groups = torch.load(run_dir / "checkpoint.pt", weights_only=True)["state"]["optimizer"]["param_groups"]
+        if name == "apart":
+            value_parameters = len(list(dau.Value(4, 256, dau.Normalizer(4)).net.parameters()))
+            assert [len(group["params"]) for group in groups] == [value_parameters, value_parameters]
+            assert [group["lr"] for group in groups] == pytest.approx([0.02 * 0.01, 0.1 * 0.01])
+    strip = [[{k: v for k, v in row.items() if k != "wall_time"} for row in rows] for rows, _ in logs.values()]
+    assert strip[0] == strip[1] and logs["default"][1] == logs["equal"][1]
+    assert logs["apart"][1] != logs["default"][1]
+    result = run_script("dau_discrete.py", *args, "--value-learning-rate", "0", cwd=tmp_path, check=False, timeout=120)
+    assert result.returncode != 0 and "--value-learning-rate must be positive" in result.stderr
+    assert not (tmp_path / "runs").exists()
