@@ -69,6 +69,7 @@ TABLE_RUNS = {
     "robustness_cartpole_12600.md": ROOT / "docs" / "results" / "cartpole_12600",
     "robustness_cartpole_ou_sigma_15.md": ROOT / "docs" / "results" / "cartpole_ou_sigma_15_grid",
     "robustness_cartpole_ou_scaled.md": ROOT / "docs" / "results" / "cartpole_ou_scaled_grid",
+    "robustness_cartpole_value_lr.md": ROOT / "docs" / "results" / "cartpole_value_lr_grid",
 }
 
 
@@ -95,6 +96,10 @@ COMPARISONS = {
     "exploration": {
         "variants": (RESULTS / "cartpole_ou_sigma_15_grid", RESULTS / "cartpole_ou_scaled_grid"),
         "labels": ("`--ou-sigma 15`", "`--exploration ou-scaled`"),
+    },
+    "grids": {
+        "variants": tuple(RESULTS / f"cartpole_{name}_grid" for name in ("ou_sigma_15", "ou_scaled", "value_lr")),
+        "labels": ("`--ou-sigma 15`", "`--exploration ou-scaled`", "`--value-learning-rate 0.01`"),
     },
     "value_update": {
         "variants": (
