@@ -98,8 +98,15 @@ COMPARISONS = {
         "labels": ("`--ou-sigma 15`", "`--exploration ou-scaled`"),
     },
     "grids": {
-        "variants": tuple(RESULTS / f"cartpole_{name}_grid" for name in ("ou_sigma_15", "ou_scaled", "value_lr")),
-        "labels": ("`--ou-sigma 15`", "`--exploration ou-scaled`", "`--value-learning-rate 0.01`"),
+        "variants": tuple(
+            RESULTS / f"cartpole_{name}_grid" for name in ("ou_sigma_15", "ou_scaled", "value_lr", "value_lr_003")
+        ),
+        "labels": (
+            "`--ou-sigma 15`",
+            "`--exploration ou-scaled`",
+            "`--value-learning-rate 0.01`",
+            "`--value-learning-rate 0.03`",
+        ),
     },
     "value_update": {
         "variants": (
