@@ -27,6 +27,7 @@ from plot import (
     probability_of_improvement,
     read_curve,
     robustness_ratio,
+    untrained_level,
 )
 
 
@@ -64,8 +65,7 @@ def dau_finals(folder, env_id, total_time, last, seeds=()):
 def comparison_table(options):
     """Markdown: a row per folder (the reference first), then a row per variant of P(variant > reference) per dt;
     a variant without runs at some dt gets "—" there, and its ratio only over every dt."""
-    reference_runs = load_runs(options.reference, [options.env_id]).get(options.env_id, {})
-    untrained = np.mean([curve.returns[0] for by_dt in reference_runs.values() for c in by_dt.values() for curve in c])
+    untrained = untrained_level(load_runs(options.reference, [options.env_id]).get(options.env_id, {}))
     labels = options.labels or tuple(folder.name for folder in options.variants)
     if len(set((options.reference_label, *labels))) < len(labels) + 1:
         sys.exit(f"error: each folder needs its own label, got {options.reference_label!r} and {', '.join(labels)}")
@@ -92,10 +92,12 @@ def comparison_table(options):
     for label in labels:
         cells = []
         for dt in dts:
-            pair = (rows[label].get(dt), reference[dt])
-            estimate = probability_of_improvement(*pair) if pair[0] else None
+            if dt not in rows[label]:
+                cells.append("—")
+                continue
+            pair = (rows[label][dt], reference[dt])
             cells.append(
-                f"{estimate:.2f}{bracket(interval(pair, probability_of_improvement), '.2f')}" if pair[0] else "—"
+                f"{probability_of_improvement(*pair):.2f}{bracket(interval(pair, probability_of_improvement), '.2f')}"
             )
         lines.append(f"| P({label} > {options.reference_label}) | " + " | ".join(cells) + " | |")
     lines += ["", f"Untrained level of the score: {untrained:.1f} ({options.reference}'s table)."]

@@ -137,6 +137,12 @@ def interval(samples, statistic, vectorized=False, axis=0):
     return result.confidence_interval.low, result.confidence_interval.high
 
 
+def untrained_level(algorithms):
+    """The score's 0 for an environment: the mean first evaluation (physical time 0) of all its runs,
+    {algorithm: {dt: [Curve, ...]}}."""
+    return np.mean([curve.returns[0] for by_dt in algorithms.values() for curves in by_dt.values() for curve in curves])
+
+
 def robustness_ratio(*finals, untrained):
     """Worst dt over best dt on the score, from each dt's final returns (0 when the worst is no better than
     untrained; None when no dt is)."""
@@ -183,7 +189,7 @@ def robustness_table(runs, last, selected=()):
             for algorithm, by_dt in algorithms.items()
             for dt, curves in by_dt.items()
         }
-        untrained = np.mean([curve.returns[0] for by_dt in algorithms.values() for c in by_dt.values() for curve in c])
+        untrained = untrained_level(algorithms)
         best = max(np.mean(values) for values in finals.values())
         dts = sorted({dt for _, dt in finals}, reverse=True)
         heading = f"**{env_id}**: final scaled return (the last {last} evaluations; mean over seeds [95% interval])"

@@ -505,6 +505,28 @@ def test_the_diagnostics_summary_table(tmp_path):
     )
 
 
+def test_compare_sets_variants_beside_the_reference_and_refuses_what_it_cannot_compare(tmp_path):
+    """sweeps/compare.py: a variant's row and P(variant > reference) per dt, "—" where the variant has no runs; a
+    variant at a dt the reference lacks, or two folders under one label, are refused."""
+    import compare
+
+    for seed, shift in ((1, 0.0), (2, 20.0)):
+        for dt in (0.01, 0.001):
+            write_run(tmp_path / "paper", "dau_discrete.py", dt, seed, [-1400, -300 + shift, -200 + shift])
+        write_run(tmp_path / "variant", "dau_discrete.py", 0.01, seed, [-1400, -100 + shift, -100 + shift])
+    options = compare.Options(variants=(tmp_path / "variant",), labels=("v",), reference=tmp_path / "paper",
+                              env_id="Pendulum-v1", total_time=600.0, last=2)  # fmt: skip
+    rows = compare.comparison_table(options).splitlines()
+    assert rows[2].startswith("| paper's DAU (n=2,2) | -240.0 [-250.0, -230.0] | -240.0 [-250.0, -230.0] |")
+    assert rows[3] == "| v (n=2,0) | -90.0 [-100.0, -80.0] | — | — |"
+    assert rows[4] == "| P(v > paper's DAU) | 1.00 [1.00, 1.00] | — | |"
+    write_run(tmp_path / "variant", "dau_discrete.py", 0.002, 1, [-1400, -100, -100])
+    with pytest.raises(SystemExit, match="at the reference's dt"):
+        compare.comparison_table(options)
+    with pytest.raises(SystemExit, match="each folder needs its own label"):
+        compare.comparison_table(dataclasses.replace(options, labels=("paper's DAU",)))
+
+
 def test_runs_with_round_seconds_are_their_own_algorithm():
     """A variant's runs get their own row and panel, apart from the paper's algorithm's runs of the same seed."""
     import plot
