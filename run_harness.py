@@ -23,6 +23,7 @@ import csv
 import dataclasses
 import fcntl
 import glob
+import hashlib
 import importlib.metadata
 import itertools
 import json
@@ -68,6 +69,17 @@ RESUME_MAY_CHANGE = ("resume", "total_time", "track", "save_model", "capture_vid
 COUNTERS = ("rounds_done", "evaluations", "log_rows", "checkpoints", "window", "window_rounds", "last_eval",
             "eval_seconds")  # fmt: skip
 PREEMPTED_EXIT_CODE = 75  # under `wandb agent`, a SIGTERMed run exits with this (EX_TEMPFAIL): the sweep requeues it
+NON_FINITE_LOSS = "non-finite loss"  # run.json's stopped_by for a run that diverged: run again, it diverges again
+# Arguments that change nothing a run computes: a run's identity (run_identity) leaves them out.
+NOT_COMPUTED = ("exp_name", "cpu", "track", "wandb_project_name", "wandb_entity", "wandb_group", "save_model",
+                "eval_model", "capture_video", "checkpoint_every", "resume", "env_workers")  # fmt: skip
+# What the code computed before an argument existed, as that argument's value: a run.json written before it has no
+# such key, and reads as this (the commit that added the argument, which kept the numbers of the code before it).
+VALUE_BEFORE = {"round_seconds": None,  # 5a765e3: --round-seconds, off by default
+                "value_update": "all",  # 5c015d2: V learns from every transition, as in Alg. 1
+                "value_learning_rate": None}  # 6dc78e5: one step size for V and A, as in Alg. 1  # fmt: skip
+# Scripts that compute what another script computes with the same arguments (its options off: a test checks it).
+SAME_COMPUTATION = {"dau_discrete_beyond_paper.py": "dau_discrete.py"}
 
 
 @dataclass
@@ -449,6 +461,21 @@ def save_checkpoint(state, path):
 def save_json(data, path):
     """json.dump, atomically (run.json, which sweeps/ reads while runs go on and after they stop)."""
     replace_atomically(path, "w", lambda file: json.dump(data, file, indent=1))
+
+
+def run_identity(script, args):
+    """A run's grid point: a hash of its script and of the arguments that change what it computes (run.json's
+    "identity"). Two runs with one identity compute the same numbers, whatever their folders, names and W&B
+    settings; a run.json older than an argument reads as VALUE_BEFORE says."""
+
+    def canonical(value):  # 1800 and 1800.0, or 0.1 and 0.1 + 1e-17, are the same argument
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(f"{value:.12g}")
+        return value
+
+    computed = {key: canonical(value) for key, value in (VALUE_BEFORE | args).items() if key not in NOT_COMPUTED}
+    text = json.dumps({"script": SAME_COMPUTATION.get(script, script), "args": computed}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def load_checkpoint(run_dir, script):
@@ -846,9 +873,11 @@ class Run:
         the run on a non-finite loss; advances the clock; writes diagnostics.csv and W&B every --eval-every / 10."""
         self.obs, stats = obs, stats.cpu()
         self.rounds_done += 1
-        if not torch.isfinite(stats).all():
+        if not torch.isfinite(stats).all():  # run.json says so: sweeps/run_local.py runs it neither again nor on
             first = self.updates - self.args.updates_per_round + int((~torch.isfinite(stats)).any(1).nonzero()[0])
-            sys.exit(f"error: non-finite loss at update {first} (physical time {self.physical_time:.1f} s)")
+            self.write_run_info(completed=False, physical_time=self.physical_time, updates=self.updates,
+                                stopped_by=NON_FINITE_LOSS)  # fmt: skip
+            sys.exit(f"error: {NON_FINITE_LOSS} at update {first} (physical time {self.physical_time:.1f} s)")
         sps = self.env_steps / (time.time() - self.start_time)
         self.progress.update(self.task, completed=self.physical_time, last_eval=self.last_eval, sps=sps)
         self.window += torch.cat([stats.mean(0), torch.stack(round_stats).cpu()])
@@ -911,8 +940,8 @@ class Run:
     def write_run_info(self, **results):
         """runs/<run_name>/run.json: what ran and how it ended (read by sweeps/)."""
         info = {"script": self.script, "run_name": self.run_name, "dt": self.dt, "args": vars(self.args),
-                "versions": library_versions(), "machine": machine_info(self.device), "wandb_id": self.wandb_id,
-                **results}  # fmt: skip
+                "identity": run_identity(self.script, vars(self.args)), "versions": library_versions(),
+                "machine": machine_info(self.device), "wandb_id": self.wandb_id, **results}  # fmt: skip
         save_json(info, os.path.join(self.run_dir, "run.json"))  # whole or not at all, whenever the run stops
 
     def __enter__(self):

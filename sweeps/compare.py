@@ -1,14 +1,16 @@
-"""DAU variants beside the paper's DAU on one environment: the final return per dt, the worst / best dt ratio on the
-reference table's score, and the probability that a variant's run ends above a run of the paper's DAU.
+"""DAU variants beside the paper's DAU on one environment: each run's score per dt, the invariance statistic
+(fine/coarse and the slope per halving, sweeps/plot.py's invariance()) and the worst / best dt ratio on the reference
+table's scale, and the probability that a variant's run scores above a run of the paper's DAU.
 
     python sweeps/compare.py --variants docs/results/cartpole_ou_sigma_15_grid docs/results/cartpole_ou_scaled_grid \
         --labels '`--ou-sigma 15`' '`--exploration ou-scaled`'
 
-Each folder holds runs as sweeps/plot.py reads them; the DAU runs of the reference folder (--reference, the paper's
-grid) and of each variant's folder with the same budget are compared. The numbers are plot.py's: each run's final
-return is the mean of its last --last evaluations, the intervals are its percentile bootstraps, and the score's
-untrained level is the one of the reference folder's table for the environment (every algorithm's runs at physical
-time 0), so that a variant's ratio reads against the paper's DAU's on one scale.
+Each folder holds runs as sweeps/plot.py reads them; the DAU runs (any label of the algorithm DAU: a folder holds
+one variant, or compare.py refuses it) of the reference folder (--reference, the paper's grid) and of each variant's
+folder with the same budget are compared. The numbers are plot.py's: each run's score is the mean of its evaluations
+over the second half of its training time, the intervals are its bootstraps, and the scale (untrained level and
+best) is the one of the reference folder's table for the environment, so that a variant reads against the paper's
+DAU on one scale.
 """
 
 import functools
@@ -18,16 +20,19 @@ from pathlib import Path
 
 import numpy as np
 import tyro
+from archive import DuplicateRuns
 from plot import (
     bracket,
-    final_return,
+    env_scores,
     finished_runs,
     interval,
+    invariance,
     load_runs,
+    normalised,
     probability_of_improvement,
     read_curve,
     robustness_ratio,
-    untrained_level,
+    run_score,
 )
 
 
@@ -41,54 +46,74 @@ class Options:
     """the folder of the paper's DAU runs"""
     reference_label: str = "paper's DAU"
     """the reference's name in the table"""
+    reference_algorithm: str = "DAU"
+    """the label of the reference's runs in its folder (sweeps/archive.py's: DAU, DAU+round_seconds=0.1...)"""
     env_id: str = "CartPole-v1"
     """the environment"""
     total_time: float = 1800
     """the budget (physical seconds) of the runs compared"""
-    last: int = 3
-    """evaluations at the end of each run averaged into its final return"""
     seeds: tuple[int, ...] = ()
     """only these seeds, in every folder (short probes beside the paper's runs of the same seeds); empty: all"""
     table: Path | None = None
     """also write the table (Markdown) here; it is always printed"""
 
 
-def dau_finals(folder, env_id, total_time, last, seeds=()):
-    """{dt: [final return of each seed]} of the DAU runs in `folder` with this budget (and these seeds)."""
-    finals = {}
+def dau_scores(folder, env_id, total_time, seeds=(), label=None):
+    """{dt: [run_score of each seed]} of the DAU runs in `folder` with this budget (and these seeds): those of
+    `label`, or of the folder's one DAU label; exits naming the labels when the folder holds several."""
+    scores, labels = {}, set()
     for (_, algorithm, dt, seed), (run_dir, run) in finished_runs(folder, [env_id]).items():
-        if algorithm == "DAU" and run["args"]["total_time"] == total_time and (not seeds or seed in seeds):
-            finals.setdefault(dt, []).append(final_return(read_curve(run_dir, run), last))
-    return finals
+        if algorithm.split("+")[0].split("@")[0] == "DAU" and run["args"]["total_time"] == total_time:
+            if (not seeds or seed in seeds) and (label is None or algorithm == label):
+                labels.add(algorithm)
+                scores.setdefault(dt, []).append(run_score(read_curve(run_dir, run)))
+    if len(labels) > 1:
+        sys.exit(
+            f"error: {folder} holds DAU runs of {', '.join(sorted(labels))}: one variant a folder (or "
+            "--reference-algorithm for the reference)"
+        )
+    return scores
 
 
 def comparison_table(options):
     """Markdown: a row per folder (the reference first), then a row per variant of P(variant > reference) per dt;
-    a variant without runs at some dt gets "—" there, and its ratio only over every dt."""
-    untrained = untrained_level(load_runs(options.reference, [options.env_id]).get(options.env_id, {}))
+    a variant without runs at some dt gets "—" there, and its fine/coarse, slope and worst/best only over every dt."""
+    reference_runs = load_runs(options.reference, [options.env_id]).get(options.env_id, {})
+    if not reference_runs:
+        sys.exit(f"error: no finished {options.env_id} runs in {options.reference}")
+    _, untrained, best = env_scores(reference_runs)
     labels = options.labels or tuple(folder.name for folder in options.variants)
     if len(set((options.reference_label, *labels))) < len(labels) + 1:
         sys.exit(f"error: each folder needs its own label, got {options.reference_label!r} and {', '.join(labels)}")
-    rows = {label: dau_finals(folder, options.env_id, options.total_time, options.last, options.seeds)
-            for label, folder in zip((options.reference_label, *labels), (options.reference, *options.variants),
-                                     strict=True)}  # fmt: skip
+    rows = {options.reference_label: dau_scores(options.reference, options.env_id, options.total_time, options.seeds,
+                                                options.reference_algorithm)}  # fmt: skip
+    rows |= {label: dau_scores(folder, options.env_id, options.total_time, options.seeds)
+             for label, folder in zip(labels, options.variants, strict=True)}  # fmt: skip
     reference = rows[options.reference_label]
     dts = sorted(reference, reverse=True)
-    if not all(rows.values()) or any(set(finals) - set(dts) for finals in rows.values()):
-        found = "; ".join(f"{label}: {sorted(finals)}" for label, finals in rows.items())
+    if not all(rows.values()) or any(set(scores) - set(dts) for scores in rows.values()):
+        found = "; ".join(f"{label}: {sorted(scores)}" for label, scores in rows.items())
         sys.exit(f"error: each folder needs DAU runs of {options.env_id} ({options.total_time:g} s) at the "
                  f"reference's dt: {found}")  # fmt: skip
-    lines = ["| final return (mean [95% interval], seeds) | " + " | ".join(f"dt {dt:g}" for dt in dts)
-             + " | worst / best dt |", "|---" * (len(dts) + 2) + "|"]  # fmt: skip
+    lines = ["| score (mean [95% interval], seeds) | " + " | ".join(f"dt {dt:g}" for dt in dts)
+             + " | fine / coarse | slope per halving | worst / best dt |", "|---" * (len(dts) + 4) + "|"]  # fmt: skip
     ratio_of = functools.partial(robustness_ratio, untrained=untrained)
-    for label, finals in rows.items():
-        cells = [f"{np.mean(finals[dt]):.1f}{bracket(interval((finals[dt],), np.mean), '.1f')}" if dt in finals else "—"
+    for label, scores in rows.items():
+        cells = [f"{np.mean(scores[dt]):.1f}{bracket(interval((scores[dt],), np.mean), '.1f')}" if dt in scores else "—"
                  for dt in dts]  # fmt: skip
-        ratio_text = "—"  # over every dt only
-        if len(finals) == len(dts) and (ratio := ratio_of(*(per_dt := [finals[dt] for dt in dts]))) is not None:
-            ratio_text = f"{ratio:.2f}{bracket(interval(per_dt, lambda *values: ratio_of(*values) or 0.0), '.2f')}"
-        seeds = ",".join(str(len(finals.get(dt, []))) for dt in dts)
-        lines.append(f"| {label} (n={seeds}) | " + " | ".join(cells) + f" | {ratio_text} |")
+        ratio_text = slope_text = worst_text = "—"  # over every dt only
+        if len(scores) == len(dts):
+            result = invariance(normalised(scores, untrained, best))
+            if result.ratio is not None:
+                ratio_text = f"{result.ratio:.2f}{bracket(result.ratio_interval, '.2f')}"
+            if result.slope is not None:
+                slope_text = f"{result.slope:+.3f}{bracket(result.slope_interval, '+.3f')}"
+            if (worst := ratio_of(*(per_dt := [scores[dt] for dt in dts]))) is not None:
+                worst_text = f"{worst:.2f}{bracket(interval(per_dt, lambda *values: ratio_of(*values) or 0.0), '.2f')}"
+        seeds = ",".join(str(len(scores.get(dt, []))) for dt in dts)
+        lines.append(
+            f"| {label} (n={seeds}) | " + " | ".join(cells) + f" | {ratio_text} | {slope_text} | {worst_text} |"
+        )
     for label in labels:
         cells = []
         for dt in dts:
@@ -99,8 +124,8 @@ def comparison_table(options):
             cells.append(
                 f"{probability_of_improvement(*pair):.2f}{bracket(interval(pair, probability_of_improvement), '.2f')}"
             )
-        lines.append(f"| P({label} > {options.reference_label}) | " + " | ".join(cells) + " | |")
-    lines += ["", f"Untrained level of the score: {untrained:.1f} ({options.reference}'s table)."]
+        lines.append(f"| P({label} > {options.reference_label}) | " + " | ".join(cells) + " | | | |")
+    lines += ["", f"Scale of the score: untrained {untrained:.1f}, best {best:.1f} ({options.reference}'s table)."]
     return "\n".join(lines) + "\n"
 
 
@@ -114,4 +139,7 @@ def main(options):
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Options))
+    try:
+        main(tyro.cli(Options))
+    except DuplicateRuns as error:
+        sys.exit(f"error: {error}")

@@ -4,7 +4,7 @@ evals.csv (what the columns are: the scripts' TRAINING_STATS and ROUND_STATS, an
     python sweeps/diagnostics.py --runs docs/results --env-id CartPole-v1 --out docs/figures/cartpole_diagnostics.png
 
 One panel per column, one colour per dt: each seed a thin line, their mean a thick one. Several --algorithms
-(the paper's DAU and a variant such as "DAU, rounds of 0.1 s") or --runs folders are drawn in the same panels,
+(the paper's DAU and a variant such as "DAU+round_seconds=0.1") or --runs folders are drawn in the same panels,
 one line style each.
 The column "td_rate" is the root mean square of the TD error per second, sqrt(losses/td) / dt: for DAU, the
 paper's (Q - Q~) / dt, which its updates multiply the gradients by.
@@ -25,6 +25,7 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 import tyro
+from archive import DuplicateRuns
 from plot import finished_runs, save_figure
 
 matplotlib.use("Agg")
@@ -40,7 +41,7 @@ class Options:
     env_id: str = "CartPole-v1"
     """the environment whose runs to draw"""
     algorithms: tuple[str, ...] = ("DAU",)
-    """the algorithms whose runs to draw, as sweeps/plot.py names them: DAU, "DAU, rounds of 0.1 s", DQN (unscaled)"""
+    """the algorithms whose runs to draw, as sweeps/archive.py labels them: DAU, DAU+round_seconds=0.1, DQN-unscaled"""
     columns: tuple[str, ...] = ("values/v", "values/abs_advantage", "td_rate", "batch/terminal_td_share",
                                 "exploration/changed_action", "optimizer/grad_rms_advantage")  # fmt: skip
     """diagnostics.csv columns to draw, one panel each (td_rate: sqrt(losses/td) / dt)"""
@@ -153,4 +154,7 @@ def main(options):
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Options))
+    try:
+        main(tyro.cli(Options))
+    except DuplicateRuns as error:
+        sys.exit(f"error: {error}")

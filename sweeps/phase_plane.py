@@ -23,7 +23,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the scripts define the networks
-from plot import algorithm_name, save_figure  # noqa: E402
+from archive import label  # noqa: E402
+from plot import save_figure  # noqa: E402
 
 import dau_continuous  # noqa: E402
 import ddpg_baseline  # noqa: E402
@@ -82,7 +83,7 @@ def find_checkpoints(runs_dir, env_id, seed):
         run = json.loads(path.read_text())
         if run["args"]["env_id"] != env_id or run["args"]["seed"] != seed or not run.get("completed"):
             continue
-        algorithm = algorithm_name(run)  # DAU, DDPG (unscaled), DDPG (scaled)
+        algorithm = label(run)  # DAU, DDPG-unscaled, DDPG-scaled
         checkpoints = {float(p.name[: -len("s.pt")]): p for p in (path.parent / "checkpoints").glob("*s.pt")}
         if checkpoints:
             found.setdefault(algorithm, {})[run["dt"]] = checkpoints

@@ -18,10 +18,8 @@ The sweep files pass --track: log in with `wandb login`, or set WANDB_MODE=offli
 files) or WANDB_MODE=disabled (no W&B at all).
 """
 
-import functools
-import importlib.util
+import fcntl
 import itertools
-import json
 import math
 import os
 import signal
@@ -30,10 +28,10 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
+import archive  # sweeps/archive.py: identities, labels, the finished runs (and the repository on sys.path)
 import tyro
 import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -42,7 +40,9 @@ from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 # dt_wrappers (which imports torch) is imported where first needed: a command refused for bad input (a missing
 # file, --workers 0, an override without "=") does not wait for torch. W&B's import stays here, before the --hours
 # clock starts: imported at the first run's start, its second or two came out of that run's time.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+CLAIMS = Path("runs", "sweep_claims")  # one lock file per grid point started here (claim)
 
 
 @dataclass
@@ -63,11 +63,6 @@ class Options:
     spans several; None: no limit"""
 
 
-# Arguments that do not change what a run computes: a finished run counts whatever they were.
-NOT_COMPARED = {"track", "wandb_project_name", "wandb_entity", "wandb_group", "cpu", "save_model", "eval_model",
-                "capture_video", "checkpoint_every", "resume", "env_workers"}  # fmt: skip
-
-
 def parse_value(text):
     """A command-line value: 600 -> int, 1e-3 -> float, true -> bool, anything else as YAML reads it."""
     for number in (int, float):
@@ -76,15 +71,6 @@ def parse_value(text):
         except ValueError:
             pass
     return yaml.safe_load(text)
-
-
-def script_defaults(program):
-    """The default arguments of a script's Args dataclass (importing the script runs no training)."""
-    spec = importlib.util.spec_from_file_location(Path(program).stem, program)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(Path(program).resolve().parent))  # for its `import dt_wrappers`
-    spec.loader.exec_module(module)
-    return asdict(module.Args())
 
 
 def load_sweep(path, overrides=()):
@@ -105,7 +91,7 @@ def load_sweep(path, overrides=()):
         if not separator or not values:
             raise ValueError(f"--override {override!r}: expected KEY=VALUE or KEY=V1,V2")
         parsed.append((key, [parse_value(value) for value in values.split(",")]))
-    defaults = script_defaults(sweep["program"])
+    defaults = archive.script_defaults(sweep["program"])
     for key, values in parsed:
         if defaults.get(key) is not False:  # only a flag off by default takes a boolean (see below)
             values = [str(value) if isinstance(value, bool) else value for value in values]
@@ -141,77 +127,53 @@ def agent_command(sweep, point):
     return command
 
 
-def same_value(recorded, wanted):
-    if isinstance(wanted, float | int) and not isinstance(wanted, bool) and isinstance(recorded, float | int):
-        return math.isclose(recorded, wanted, rel_tol=1e-9)
-    return recorded == wanted
-
-
-def read_run(path):
-    """A run.json, or None for half a file (the scripts before 5efff98 wrote it in place, at their start and end)."""
-    try:
-        with open(path) as file:
-            return json.load(file)
-    except json.JSONDecodeError:
-        return None
-
-
 def finished_runs(runs_dir):
     """run.json of every run that ended normally (not interrupted, not crashed)."""
-    runs = [read_run(path) for path in Path(runs_dir).glob("*/run.json")]
+    runs = [archive.read_run(path) for path in Path(runs_dir).glob("*/run.json")]
     return [info for info in runs if info and info.get("completed")]
+
+
+def diverged_runs(runs_dir):
+    """run.json of every run stopped by a non-finite loss: run again or resumed, it would diverge again."""
+    from run_harness import NON_FINITE_LOSS
+
+    runs = [archive.read_run(path) for path in Path(runs_dir).glob("*/run.json")]
+    return [info for info in runs if info and info.get("stopped_by") == NON_FINITE_LOSS]
 
 
 def resumable_runs(runs_dir):
     """run.json of every unfinished run that has a checkpoint to go on from, with its folder as "run_dir"."""
-    from run_harness import CHECKPOINT
+    from run_harness import CHECKPOINT, NON_FINITE_LOSS
 
     runs = []
     for path in sorted(Path(runs_dir).glob("*/run.json"), reverse=True):  # the latest start first
-        info = read_run(path)
-        if info and not info.get("completed") and (path.parent / CHECKPOINT).is_file():
-            runs.append({**info, "run_dir": str(path.parent)})
+        info = archive.read_run(path)
+        if info and not info.get("completed") and info.get("stopped_by") != NON_FINITE_LOSS:
+            if (path.parent / CHECKPOINT).is_file():
+                runs.append({**info, "run_dir": str(path.parent)})
     return runs
 
 
-@functools.cache
-def settings_of(env_id):
-    """What the scripts put in place of the arguments left at None for this env (run.json records those), and
-    its native dt."""
-    from dt_wrappers import env_settings, make_env
-
-    env = make_env(env_id)
-    return env_settings(env), env.get_wrapper_attr("dt")
-
-
 def run_args(sweep, point):
-    """The arguments a grid point's run will have: the point's, the script's defaults for the rest, the env's
-    settings for those left at None, and the round that --round-seconds sets (as run.json records them)."""
-    from run_harness import set_round_seconds
+    """The arguments a grid point's run will have, as run.json records them (archive.resolved_args)."""
+    return archive.resolved_args(sweep["program"], point)
 
-    wanted = {**sweep["defaults"], **point}
-    settings, native_dt = settings_of(wanted["env_id"])
-    args = wanted | {key: settings[key] for key, value in wanted.items() if value is None and key in settings}
-    if args.get("round_seconds") is not None:
-        resolved = SimpleNamespace(**args)
-        set_round_seconds(resolved, args["dt"] or native_dt)
-        args = vars(resolved)
-    return args
+
+def point_identity(sweep, point):
+    """The grid point's identity, the one its run's run.json will record (run_harness.run_identity)."""
+    from run_harness import run_identity
+
+    return run_identity(Path(sweep["program"]).name, run_args(sweep, point))
 
 
 def same_point(sweep, point, runs):
-    """The runs of the same script with the same arguments (the point's, the defaults for the rest)."""
-    script, wanted = Path(sweep["program"]).name, run_args(sweep, point)
-    compared = [key for key in wanted if key not in NOT_COMPARED]
-
-    def same_run(run):
-        return run["script"] == script and all(same_value(run["args"].get(key), wanted[key]) for key in compared)
-
-    return [run for run in runs if same_run(run)]
+    """The runs of this grid point: the same identity (an older run.json's recomputed: archive.identity)."""
+    wanted = point_identity(sweep, point)
+    return [run for run in runs if archive.identity(run) == wanted]
 
 
 def is_done(sweep, point, runs):
-    """A finished run of the same script with the same arguments."""
+    """A finished run of the same grid point."""
     return bool(same_point(sweep, point, runs))
 
 
@@ -240,7 +202,7 @@ def expected_seconds(sweep, point, runs, stopped_runs=None):
     measured = [run for run in measured if run.get("updates")]
     if not measured or not args["dt"]:
         return None
-    same_dt = [run for run in measured if same_value(run.get("dt"), args["dt"])]
+    same_dt = [run for run in measured if archive.same_value(run.get("dt"), args["dt"])]
     per_update = max(run["wall_time"] / run["updates"] for run in same_dt or measured)
     rounds = int(args["total_time"] / (args["num_envs"] * args["steps_per_round"] * args["dt"]) + 1e-9)
     stopped = stopped_run(sweep, point, stopped_runs)
@@ -274,6 +236,20 @@ def check_wandb(sweeps):
         raise ValueError(
             f"W&B: {error} Or set WANDB_MODE=offline (W&B files kept locally) or WANDB_MODE=disabled."
         ) from None
+
+
+def claim(identity):
+    """This call's claim on a grid point: runs/sweep_claims/<identity>.lock, locked (flock) by the file returned, and
+    by the run's process, which inherits it. The kernel drops the lock when both are gone, a crash or a kill
+    included, so a claim outlives neither; None when another call, or a run it started, holds it."""
+    CLAIMS.mkdir(parents=True, exist_ok=True)
+    file = open(CLAIMS / f"{identity}.lock", "a")
+    try:
+        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        file.close()
+        return None
+    return file
 
 
 def describe(sweep, point):
@@ -310,16 +286,21 @@ def main(options):
         sys.exit(f"error: {error}")
     runs = [run for folder in ("runs", *options.results) for run in finished_runs(folder)]
     points = [(sweep, point) for sweep in sweeps for point in grid(sweep)]
-    unique = {(sweep["program"], json.dumps(point, sort_keys=True)): (sweep, point) for sweep, point in points}
+    unique = {point_identity(sweep, point): (sweep, point) for sweep, point in points}
     jobs = schedule(list(unique.values()))  # a point given twice (overlapping files) runs once
-    todo = [job for job in jobs if not is_done(*job, runs)]
+    diverged = [run for folder in ("runs", *options.results) for run in diverged_runs(folder)]
+    todo = [job for job in jobs if not is_done(*job, runs) and not is_done(*job, diverged)]
     resuming = sum(resume_dir(*job) is not None for job in todo)
-    print(f"{len(jobs)} runs in the grid, {len(jobs) - len(todo)} already finished, {len(todo)} to run"
-          + (f" ({resuming} from a checkpoint)" if resuming else ""))  # fmt: skip
+    done = sum(is_done(*job, runs) for job in jobs)
+    print(f"{len(jobs)} runs in the grid, {done} already finished, {len(todo)} to run"
+          + (f" ({resuming} from a checkpoint)" if resuming else "")
+          + (f"; {len(jobs) - done - len(todo)} stopped by a non-finite loss, not run again (remove its folder to "
+             "run it anyway)" if len(jobs) - done - len(todo) else ""))  # fmt: skip
     if options.dry_run:
         for sweep, point in jobs:
             folder = resume_dir(sweep, point) if (sweep, point) in todo else None
-            status = "done  " if (sweep, point) not in todo else "resume" if folder else "to run"
+            status = "done  " if is_done(sweep, point, runs) else "resume" if folder else "to run"
+            status = status if (sweep, point) in todo or status == "done  " else "diverged"
             print(status, " ".join(agent_command(sweep, point) + ([f"--resume={folder}"] if folder else [])))
         return
     log_dir = Path("runs", "sweep_logs")
@@ -327,6 +308,7 @@ def main(options):
     # One torch thread per run: `workers` runs share the cores instead of fighting over them.
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     running, lock, failures, skipped, paused, stopping = set(), threading.Lock(), [], [], [], threading.Event()
+    elsewhere = []  # points another call was running
     start = time.time()
     deadline = start + options.hours * 3600 if options.hours else math.inf
 
@@ -345,10 +327,22 @@ def main(options):
             if (needed or 0) > left:
                 progress.console.print(f"started {name}: {needs}{left / 60:.0f} min left; it will stop at a "
                                        "checkpoint and go on at the next call", soft_wrap=True)  # fmt: skip
-        log_path = log_dir / (name.replace(" ", "__").replace("env_id=", "").replace("=", "") + ".log")
+        identity = point_identity(sweep, point)
+        held = claim(identity)
+        if held is None or is_done(sweep, point, finished_runs("runs")):  # another call runs it, or has run it
+            elsewhere.append(name)
+            progress.console.print(
+                f"left   {name}: another call {'runs' if held is None else 'ran'} it", soft_wrap=True
+            )
+            progress.advance(task)
+            if held:
+                held.close()
+            return
+        # Named by the grid point: two sweep files of one script that differ in a fixed value write two logs.
+        log_path = log_dir / (name.replace(" ", "__").replace("env_id=", "").replace("=", "") + f"__{identity}.log")
         folder = resume_dir(sweep, point)
         command = agent_command(sweep, point) + ([f"--resume={folder}"] if folder else [])
-        with open(log_path, "ab" if folder else "wb") as log:  # a resumed run's log goes on
+        with held, open(log_path, "ab" if folder else "wb") as log:  # a resumed run's log goes on
             log_start = log.tell()
             with lock:
                 if stopping.is_set():  # the deadline or Ctrl-C came while this run was about to start
@@ -356,8 +350,13 @@ def main(options):
                     progress.advance(task)
                     return
                 process = subprocess.Popen(
-                    command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-                )  # its own session: Ctrl-C reaches the run once, from here
+                    command,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                    pass_fds=(held.fileno(),),
+                )  # its own session: Ctrl-C reaches the run once, from here; it holds the claim while it runs
                 running.add(process)
             returncode = process.wait()
             with lock:
@@ -429,13 +428,15 @@ def main(options):
     for job in pending:  # the deadline came before they started
         skipped.append(describe(*job))
         print(f"skipped {skipped[-1]}: the deadline came before it started")
-    finished = len(todo) - len(failures) - len(skipped) - len(paused)
+    finished = len(todo) - len(failures) - len(skipped) - len(paused) - len(elsewhere)
     print(f"{finished} runs finished, {len(failures)} failed, in {time.time() - start:.0f} s")
     limit = f" (--hours {options.hours:g})" if options.hours else ""  # or a SIGTERM from elsewhere
     if paused:
         print(f"{len(paused)} runs stopped at a checkpoint{limit}: run the same command again to go on")
     if skipped:
         print(f"{len(skipped)} runs not started{limit}: run the same command again to go on")
+    if elsewhere:
+        print(f"{len(elsewhere)} runs left to another call on runs/, which ran or runs them")
     if failures:
         sys.exit(1)
 

@@ -4,7 +4,7 @@
         --out docs/figures/headline.png --page docs/reproduce.md
 
 Every finished run of one algorithm at one environment and dt, from each of the `--runs` folders (a folder's
-newest run per seed, as in sweeps/plot.py; the same seed in two folders counts twice: another thread count or
+run per seed, as in sweeps/plot.py; the same seed in two folders counts twice: another thread count or
 machine gives another run). The figure: one curve per run, scaled return against physical time, over the mean of
 the runs and the 95% bootstrap interval of that mean. The table: one row per run (its folder, seed, torch threads
 when run.json records them, wall time, last evaluation, final return as in the robustness tables, best
@@ -21,6 +21,7 @@ import matplotlib
 import numpy as np
 import plot
 import tyro
+from archive import DuplicateRuns
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -38,7 +39,7 @@ class Options:
     dt: float = 0.005
     """its time step"""
     algorithm: str = "DAU"
-    """its algorithm, as sweeps/plot.py names it (DAU, DDPG (unscaled), ...)"""
+    """its algorithm, as sweeps/archive.py labels it (DAU, DDPG-unscaled, ...)"""
     last: int = 3
     """evaluations at the end of each run averaged into its final return (as in the robustness tables)"""
     thresholds: tuple[float, ...] = (0.0, 1000.0, 2000.0)
@@ -122,4 +123,7 @@ def main(options):
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Options))
+    try:
+        main(tyro.cli(Options))
+    except DuplicateRuns as error:
+        sys.exit(f"error: {error}")

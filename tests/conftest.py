@@ -8,6 +8,7 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # as the scripts se
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from helpers import ROOT  # noqa: E402
 
 # Headless MuJoCo rendering through EGL (no display on CI).
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -32,3 +33,11 @@ def float64():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(torch.float32)
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """A repository-like working directory (the sweep files name their programs relative to it)."""
+    for path in [*ROOT.glob("*.py"), ROOT / "sweeps"]:
+        (tmp_path / path.name).symlink_to(path)
+    return tmp_path

@@ -24,6 +24,36 @@ TINY = ["--num-envs", "4", "--num-eval-envs", "2", "--updates-per-round", "2", "
         "--time-limit", "0.5", "--eval-every", "1"]  # fmt: skip
 
 
+# A grid of two short DQN runs for the sweep executor (sweeps/run_local.py), as a sweep file.
+TINY_SWEEP = """
+program: dqn_baseline.py
+method: grid
+command:
+  - ${env}
+  - ${interpreter}
+  - ${program}
+  - ${args_no_boolean_flags}
+parameters:
+  env_id: {value: CartPole-v1}
+  dt: {values: [0.02, 0.01]}
+  seed: {value: 4}
+  total_time: {value: 0.8}
+  num_envs: {value: 4}
+  num_eval_envs: {value: 2}
+  updates_per_round: {value: 2}
+  batch_size: {value: 16}
+  time_limit: {value: 0.5}
+"""
+
+
+def executor(*args, cwd, env=None, timeout=600):
+    """sweeps/run_local.py with these arguments, in `cwd` (a repository-like folder: conftest's workdir)."""
+    return subprocess.run(
+        [sys.executable, "sweeps/run_local.py", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
 def with_ctrl_c():
     """Popen's preexec_fn for the Ctrl-C tests: the child gets SIGINT's default action, as from a terminal.
     A shell without job control starts background jobs with SIGINT ignored, and a child inherits that, so

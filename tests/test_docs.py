@@ -78,9 +78,9 @@ def test_the_published_tables_are_what_plot_draws_from_the_kept_runs(table_file)
     """docs/robustness*.md, and their rows on the reproduction page, come from the runs in docs/results (or the
     folder TABLE_RUNS names) as they are."""
     published = table_file.read_text()
-    env_ids = re.findall(r"^\*\*(\S+)\*\*: final scaled return", published, re.MULTILINE)
+    env_ids = re.findall(r"^\*\*(\S+)\*\*: scaled return", published, re.MULTILINE)
     runs = plot.load_runs(TABLE_RUNS.get(table_file.name, ROOT / "docs" / "results"), env_ids)
-    assert published == plot.robustness_table({env_id: runs[env_id] for env_id in env_ids}, last=3)
+    assert published == plot.robustness_table({env_id: runs[env_id] for env_id in env_ids})
     reproduce = (ROOT / "docs" / "reproduce.md").read_text()
     # Its rows, the probabilities of improvement, the level they start from and the runs' wall time.
     shown = ("| DAU", "| DDPG", "| DQN", "| P(", "Untrained (physical time 0)", "Wall time (minutes)")
@@ -165,10 +165,10 @@ def test_each_script_page_ends_with_its_results_as_plot_draws_them(page, algorit
     for folder, figure in figures.items():
         start, end = plot.page_markers(folder)
         block = text.split(start)[1].split(end)[0].strip("\n")
-        env_ids = re.findall(r"^\*\*(\S+)\*\*: final scaled return", block, re.MULTILINE)
+        env_ids = re.findall(r"^\*\*(\S+)\*\*: scaled return", block, re.MULTILINE)
         assert env_ids, f"{page} has no results table for {folder}"
         runs = plot.load_runs(ROOT / folder, env_ids)
-        assert block == plot.robustness_table({env_id: runs[env_id] for env_id in env_ids}, 3, (algorithm,)).strip("\n")
+        assert block == plot.robustness_table({env_id: runs[env_id] for env_id in env_ids}, (algorithm,)).strip("\n")
         command = f"--runs {folder} --env-ids {' '.join(env_ids)} --algorithms {algorithm} \\\n"
         assert command in text and f"--out docs/figures/{figure} --page docs/{page}\n" in text, (folder, command)
         assert f"(figures/{figure})" in text and (ROOT / "docs" / "figures" / figure).is_file()

@@ -280,6 +280,9 @@ def test_non_finite_loss_stops_the_run_and_says_where(script, tmp_path):
     result = run_script(script, *args, cwd=tmp_path, check=False)
     assert result.returncode != 0 and "non-finite loss at update" in result.stderr and "physical time" in result.stderr
     assert len(read_evals(tmp_path)) >= 1  # what was logged before is kept
+    (run_json,) = (tmp_path / "runs").glob("*/run.json")  # and run.json says why it stopped (sweeps/ read it)
+    run = json.loads(run_json.read_text())
+    assert run["stopped_by"] == "non-finite loss" and not run["completed"] and run["updates"] > 0
 
 
 @pytest.mark.slow

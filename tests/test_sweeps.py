@@ -14,31 +14,17 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-from helpers import ROOT, start_and_signal, with_ctrl_c
+from helpers import ROOT, TINY_SWEEP, executor, start_and_signal, with_ctrl_c
 
 from dt_wrappers import ENV_SETTINGS
 from run_harness import CHECKPOINT
 
 sys.path.insert(0, str(ROOT / "sweeps"))
+import archive  # noqa: E402
 import run_local  # noqa: E402
 
 SWEEP_FILES = sorted((ROOT / "sweeps").glob("*.yaml"))
 SCRIPT_PAIRS = {"dau_continuous.py": "ddpg_baseline.py", "dau_discrete.py": "dqn_baseline.py"}
-
-
-@pytest.fixture
-def workdir(tmp_path):
-    """A repository-like working directory (the sweep files name their programs relative to it)."""
-    for path in [*ROOT.glob("*.py"), ROOT / "sweeps"]:
-        (tmp_path / path.name).symlink_to(path)
-    return tmp_path
-
-
-def executor(*args, cwd, env=None, timeout=600):
-    return subprocess.run(
-        [sys.executable, "sweeps/run_local.py", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
-    )  # fmt: skip
 
 
 def finished(cwd):
@@ -120,27 +106,6 @@ def test_each_sweep_files_agent_command_runs_its_script(dt, files, workdir):
             assert run["args"][key] == settings[key], (run["script"], key)
         assert math.isfinite(run["final_scaled_return"]) and run["updates"] == 50 and run["args"]["time_limit"] == 1
     assert len(list(workdir.glob("wandb/offline-run-*"))) == len(runs)
-
-
-TINY_SWEEP = """
-program: dqn_baseline.py
-method: grid
-command:
-  - ${env}
-  - ${interpreter}
-  - ${program}
-  - ${args_no_boolean_flags}
-parameters:
-  env_id: {value: CartPole-v1}
-  dt: {values: [0.02, 0.01]}
-  seed: {value: 4}
-  total_time: {value: 0.8}
-  num_envs: {value: 4}
-  num_eval_envs: {value: 2}
-  updates_per_round: {value: 2}
-  batch_size: {value: 16}
-  time_limit: {value: 0.5}
-"""
 
 
 def test_a_sweep_can_override_every_per_environment_setting(workdir):
@@ -235,8 +200,8 @@ def write_run(runs_dir, script, dt, seed, returns, eval_every=150.0, start_time=
     rows = ["physical_time,env_steps,updates,wall_time,scaled_return"]
     rows += [f"{k * eval_every + 0.5 * dt},0,0,0,{value}" for k, value in enumerate(returns)]
     (run_dir / "evals.csv").write_text("\n".join(rows) + "\n")
-    run_args = {"env_id": "Pendulum-v1", "seed": seed, "hidden_size": 16, "total_time": 600.0, "eval_every": 150.0}
-    run_args |= args
+    given = {"env_id": "Pendulum-v1", "dt": dt, "seed": seed, "total_time": 600.0, "eval_every": 150.0}
+    run_args = archive.resolved_args(script, given | args)  # as the script records them: labelled DAU, DDPG-...
     info = {"script": script, "run_name": run_dir.name, "dt": dt, "args": run_args, "completed": True}
     (run_dir / "run.json").write_text(json.dumps(info | {"wall_time": wall_time}))
     return run_dir
@@ -245,8 +210,6 @@ def write_run(runs_dir, script, dt, seed, returns, eval_every=150.0, start_time=
 def test_the_robustness_table_and_figure(tmp_path):
     import plot
 
-    older = write_run(tmp_path, "dau_continuous.py", 0.01, 1, [-1400, -1400, -1400, -1400, -1400], start_time=0)
-    os.utime(older / "run.json", (0, 0))  # an older run of the same seed: replaced by the newer one
     for seed, shift in ((1, 0.0), (2, 20.0)):  # DAU: every dt ends near -150; DDPG: -300 at dt 0.01, -1000 at 0.001
         write_run(tmp_path, "dau_continuous.py", 0.01, seed, [-1400, -600, -200, -160 + shift, -140 + shift])
         write_run(tmp_path, "dau_continuous.py", 0.001, seed, [-1400, -900, -300, -170 + shift, -150 + shift],
@@ -258,24 +221,26 @@ def test_the_robustness_table_and_figure(tmp_path):
     (unfinished / "run.json").write_text(json.dumps({**info, "completed": False}))  # ignored
 
     runs = plot.load_runs(tmp_path)
-    table = plot.robustness_table(runs, last=2).splitlines()
-    # Finals (last 2 evaluations): DAU -150 / -130 at dt 0.01, -160 / -140 at 0.001; DDPG -300 / -290 and
-    # -1000 / -990. Untrained -1400, best -140. Scores: (final + 1400) / 1260.
-    # Intervals: a bootstrap of two runs draws both of one (1/4 each) or one of each (1/2), so a mean's 95%
-    # interval is the two runs' range. The ratio (worst mean + 1400) / (best mean + 1400), each dt resampled on
-    # its own: DAU's lowest is 1240 / 1270 (dt 0.01's best draw, dt 0.001's worst: 1/16 > 2.5%), its highest 1
-    # (1/4); DDPG's 400 / 1110 and 410 / 1100 (1/16 each).
-    assert (
-        table[4] == "| DAU | -140.0 [-150.0, -130.0] (n=2) | -150.0 [-160.0, -140.0] (n=2) | 0.99 [0.98, 1.00] | 0.99 |"
-    )
-    ddpg_ratio, ddpg_worst = (-995 + 1400) / (-295 + 1400), (-995 + 1400) / 1260
-    ddpg_cells = "| DDPG (unscaled) | -295.0 [-300.0, -290.0] (n=2) | -995.0 [-1000.0, -990.0] (n=2) |"
-    assert table[5] == f"{ddpg_cells} {ddpg_ratio:.2f} [{400 / 1110:.2f}, {410 / 1100:.2f}] | {ddpg_worst:.2f} |"
-    assert round(ddpg_ratio, 2) != round(ddpg_worst, 2)
-    assert table[6] == "| P(DAU > DDPG (unscaled)) | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] | | |"
+    table = plot.robustness_table(runs).splitlines()
+    # Run scores: the mean of the evaluations over the second half of 600 s (physical times 300, 450, 600): DAU
+    # -166.7 / -153.3 at dt 0.01 and -206.7 / -193.3 at 0.001; DDPG -300 / -293.3 and -1000 / -993.3. Untrained
+    # -1400, best -160 (DAU at dt 0.01): the score is (return + 1400) / 1240. Intervals of a mean of two runs: a
+    # bootstrap draws both of one (1/4 each) or one of each (1/2), so the 95% interval is the two runs' range.
+    dau_cells = "| DAU | -160.0 [-166.7, -153.3] (n=2) | -200.0 [-206.7, -193.3] (n=2) |"
+    assert table[4].startswith(f"{dau_cells} {1200 / 1240:.2f} [")  # fine / coarse: dt 0.001 over dt 0.01
+    halvings = np.log2(0.01 / 0.001)
+    assert f"| {(1200 / 1240 - 1) / halvings:+.3f} [" in table[4]  # the slope per halving of dt
+    ddpg_ratio = (-996.6667 + 1400) / (-296.6667 + 1400)
+    assert table[5].startswith("| DDPG-unscaled | -296.7 [-300.0, -293.3] (n=2) | -996.7 [-1000.0, -993.3] (n=2) | "
+                               f"{ddpg_ratio:.2f} [")  # fmt: skip
+    # Worst / best, each dt resampled on its own: from the worst dt's lowest draw over the best's highest, and back.
+    assert table[5].endswith(f"| {ddpg_ratio:.2f} [{(-1000 + 1400) / (-293.3333 + 1400):.2f}, "
+                             f"{(-993.3333 + 1400) / (-300 + 1400):.2f}] |")  # fmt: skip
+    assert table[6] == "| P(DAU > DDPG-unscaled) | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] | | | |"
     # Wall time: DAU 2 x 1 min at dt 0.01, 11 and 13 min at 0.001; DDPG 4 runs of 1 min.
     assert table[-1] == "Wall time (minutes): DAU 26 in all, per run 1.0 at dt 0.01, 12.0 at dt 0.001; " \
-                        "DDPG (unscaled) 4 in all, per run 1.0 at dt 0.01, 1.0 at dt 0.001"  # fmt: skip
+                        "DDPG-unscaled 4 in all, per run 1.0 at dt 0.01, 1.0 at dt 0.001"  # fmt: skip
+    assert plot.invariance_lines(runs)[0].startswith(f"invariance Pendulum-v1 DAU fine/coarse {1200 / 1240:.2f} [")
     out = tmp_path / "figures" / "curves.png"
     plot.plot(runs, out)
     assert out.read_bytes()[:4] == b"\x89PNG"
@@ -302,9 +267,10 @@ def test_the_robustness_ratio_when_a_dt_or_every_dt_ends_below_untrained(tmp_pat
     write_run(tmp_path, "dau_continuous.py", 0.001, 1, [-100, -150, -150])
     write_run(tmp_path, "ddpg_baseline.py", 0.01, 1, [-100, -120, -120])
     write_run(tmp_path, "ddpg_baseline.py", 0.001, 1, [-100, -200, -200])
-    table = plot.robustness_table(plot.load_runs(tmp_path), last=2).splitlines()
-    assert table[4].endswith(f"| 0.00 | {(-150 + 100) / 300:.2f} |")  # the worst dt learned nothing: ratio 0
-    assert table[5].endswith(f"| — | {(-200 + 100) / 300:.2f} |")  # no dt learned: no ratio
+    table = plot.robustness_table(plot.load_runs(tmp_path)).splitlines()
+    assert table[4].endswith("| 0.00 |")  # the worst dt learned nothing: ratio 0
+    assert f"| {(-150 + 100) / 300:.2f} |" in table[4]  # fine / coarse below 0: the fine dt is below untrained
+    assert "| — | " in table[5] and table[5].endswith("| — |")  # no dt learned: neither ratio
 
 
 def test_the_phase_plane_shows_the_checkpoints_networks(tmp_path):
@@ -469,15 +435,15 @@ def test_the_diagnostics_figure(tmp_path):
                                   out=out)  # fmt: skip
     diagnostics.main(options)
     assert out.read_bytes().startswith(b"\x89PNG")
-    (seed,) = diagnostics.load_diagnostics(tmp_path / "runs", "Pendulum-v1", "DAU, rounds of 0.1 s")[0.01]
+    (seed,) = diagnostics.load_diagnostics(tmp_path / "runs", "Pendulum-v1", "DAU+round_seconds=0.1")[0.01]
     assert list(seed[1]["values/v"]) == [7.0, 8.0]  # the variant's run, apart from the paper's of the same seed
     out.unlink()
-    diagnostics.main(dataclasses.replace(options, algorithms=("DAU", "DAU, rounds of 0.1 s")))
+    diagnostics.main(dataclasses.replace(options, algorithms=("DAU", "DAU+round_seconds=0.1")))
     assert out.read_bytes().startswith(b"\x89PNG")
     with pytest.raises(SystemExit, match="no column values/q in every diagnostics.csv"):
         diagnostics.main(dataclasses.replace(options, columns=("values/q",)))
-    with pytest.raises(SystemExit, match=r"no finished DDPG \(unscaled\) runs of Pendulum-v1"):
-        diagnostics.main(dataclasses.replace(options, algorithms=("DAU", "DDPG (unscaled)")))
+    with pytest.raises(SystemExit, match=r"no finished DDPG-unscaled runs of Pendulum-v1"):
+        diagnostics.main(dataclasses.replace(options, algorithms=("DAU", "DDPG-unscaled")))
 
 
 def test_the_diagnostics_summary_table(tmp_path):
@@ -515,28 +481,17 @@ def test_compare_sets_variants_beside_the_reference_and_refuses_what_it_cannot_c
             write_run(tmp_path / "paper", "dau_discrete.py", dt, seed, [-1400, -300 + shift, -200 + shift])
         write_run(tmp_path / "variant", "dau_discrete.py", 0.01, seed, [-1400, -100 + shift, -100 + shift])
     options = compare.Options(variants=(tmp_path / "variant",), labels=("v",), reference=tmp_path / "paper",
-                              env_id="Pendulum-v1", total_time=600.0, last=2)  # fmt: skip
+                              env_id="Pendulum-v1", total_time=600.0)  # fmt: skip
     rows = compare.comparison_table(options).splitlines()
-    assert rows[2].startswith("| paper's DAU (n=2,2) | -240.0 [-250.0, -230.0] | -240.0 [-250.0, -230.0] |")
-    assert rows[3] == "| v (n=2,0) | -90.0 [-100.0, -80.0] | — | — |"
-    assert rows[4] == "| P(v > paper's DAU) | 1.00 [1.00, 1.00] | — | |"
+    # Scores: the evaluations over the second half of 600 s, here the last one alone.
+    assert rows[2].startswith("| paper's DAU (n=2,2) | -190.0 [-200.0, -180.0] | -190.0 [-200.0, -180.0] | 1.00 [")
+    assert rows[3] == "| v (n=2,0) | -90.0 [-100.0, -80.0] | — | — | — | — |"  # no ratios over part of the dt
+    assert rows[4] == "| P(v > paper's DAU) | 1.00 [1.00, 1.00] | — | | | |"
     write_run(tmp_path / "variant", "dau_discrete.py", 0.002, 1, [-1400, -100, -100])
     with pytest.raises(SystemExit, match="at the reference's dt"):
         compare.comparison_table(options)
     with pytest.raises(SystemExit, match="each folder needs its own label"):
         compare.comparison_table(dataclasses.replace(options, labels=("paper's DAU",)))
-
-
-def test_runs_with_round_seconds_are_their_own_algorithm():
-    """A variant's runs get their own row and panel, apart from the paper's algorithm's runs of the same seed."""
-    import plot
-
-    def named(script, **args):
-        return plot.algorithm_name({"script": script, "args": args})
-
-    assert named("dau_discrete.py") == named("dau_discrete.py", round_seconds=None) == "DAU"
-    assert named("dau_discrete.py", round_seconds=0.1) == "DAU, rounds of 0.1 s"
-    assert named("dqn_baseline.py", round_seconds=0.1, scaled=False) == "DQN (unscaled), rounds of 0.1 s"
 
 
 def test_a_grid_with_round_seconds_knows_its_finished_runs_and_their_cost(workdir, monkeypatch):
@@ -612,8 +567,8 @@ def test_one_algorithms_table_and_page(tmp_path):
     )
     options = plot.Options(runs=tmp_path / "runs", out=tmp_path / "ddpg.png", algorithms=("DDPG",), page=page)
     plot.main(options)
-    full = plot.robustness_table(plot.load_runs(tmp_path / "runs"), last=3).splitlines()
-    table = plot.robustness_table(plot.load_runs(tmp_path / "runs"), last=3, selected=("DDPG",)).splitlines()
+    full = plot.robustness_table(plot.load_runs(tmp_path / "runs")).splitlines()
+    table = plot.robustness_table(plot.load_runs(tmp_path / "runs"), selected=("DDPG",)).splitlines()
     assert any(line.startswith("| DAU |") for line in full) and not any(line.startswith("| DAU |") for line in table)
     assert [line for line in table if line.startswith("|")] == [
         line for line in full if line.startswith(("| algorithm", "|---", "| DDPG", "| P(DAU > DDPG"))

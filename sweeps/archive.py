@@ -1,0 +1,159 @@
+"""What the sweep tools know of a run: its grid point (identity), its label, and a folder's finished runs.
+
+Every tool in sweeps/ reads runs through this module, so that run_local.py finds the same runs done that plot.py,
+compare.py, diagnostics.py and invariance.py count:
+
+- a run's identity is run_harness.run_identity of its script and arguments (run.json's "identity"); a run.json
+  older than an argument reads as the value the code had before it (run_harness.VALUE_BEFORE);
+- a run's label is its algorithm and its non-default algorithm arguments, without spaces: DAU, DQN-unscaled,
+  DDPG-scaled, DAU+value_learning_rate=0.01, DAU+round_seconds=0.1 ("non-default": not what the script would use
+  for that env and dt, the per-env settings included);
+- finished_runs refuses, in one line naming both folders, two finished runs with the same env, label, budget, dt and
+  seed: plotted, they would be counted as one (or one of them silently dropped).
+"""
+
+import functools
+import importlib.util
+import json
+import math
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the scripts and the harness; torch is imported where first needed (run_local)
+
+ALGORITHMS = {"dau_continuous.py": "DAU", "dau_discrete.py": "DAU", "dau_discrete_beyond_paper.py": "DAU",
+              "ddpg_baseline.py": "DDPG", "dqn_baseline.py": "DQN"}  # fmt: skip
+BASELINES = ("ddpg_baseline.py", "dqn_baseline.py")  # named with their variant: DQN-unscaled, DQN-scaled
+# Not in a label: the run's place in the grid (env, dt, seed), its budget and evaluation, and what changes nothing
+# computed (run_harness.NOT_COMPUTED); "scaled" is in the baselines' name.
+NOT_LABELLED = ("env_id", "dt", "seed", "total_time", "eval_every", "num_eval_envs", "scaled")
+
+
+class DuplicateRuns(ValueError):
+    """Two finished runs of one grid point where the tools count one."""
+
+
+def read_run(path):
+    """A run.json, or None for half a file (the scripts before 5efff98 wrote it in place, at their start and end)."""
+    try:
+        with open(path) as file:
+            return json.load(file)
+    except json.JSONDecodeError:
+        return None
+
+
+def filled_args(run):
+    """The run's arguments, those of its script that its run.json predates read as the code had them
+    (run_harness.VALUE_BEFORE)."""
+    from run_harness import VALUE_BEFORE
+
+    reference = known_script(run["script"])
+    defaults = script_defaults(reference) if reference else {}
+    return {key: value for key, value in VALUE_BEFORE.items() if key in defaults} | run["args"]
+
+
+def identity(run):
+    """The run's grid point (run_harness.run_identity), recomputed from its arguments: older run.json have none."""
+    from run_harness import run_identity
+
+    return run_identity(run["script"], run["args"])
+
+
+def known_script(script):
+    """The repository's script whose defaults a run of `script` is labelled against: itself, or for a patched copy
+    kept beside its runs (dau_discrete_rs.py) the script whose name begins its own."""
+    stem = Path(script).stem
+    known = [name for name in ALGORITHMS if stem.startswith(Path(name).stem)]
+    return max(known, key=len) if known else None
+
+
+@functools.cache
+def script_defaults(script):
+    """The default arguments of a script's Args dataclass (importing the script runs no training)."""
+    spec = importlib.util.spec_from_file_location(Path(script).stem, ROOT / script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return asdict(module.Args())
+
+
+@functools.cache
+def settings_of(env_id):
+    """What the scripts put in place of the arguments left at None for this env, and its native dt."""
+    from dt_wrappers import env_settings, make_env
+
+    env = make_env(env_id)
+    return env_settings(env), env.get_wrapper_attr("dt")
+
+
+def resolved_args(script, given):
+    """The arguments a run of `script` with the arguments `given` has, as run.json records them: the script's
+    defaults for the rest, the env's settings for those left at None, and the round that --round-seconds sets."""
+    from run_harness import set_round_seconds
+
+    wanted = {**script_defaults(script), **given}
+    settings, native_dt = settings_of(wanted["env_id"])
+    args = wanted | {key: settings[key] for key, value in wanted.items() if value is None and key in settings}
+    if args.get("round_seconds") is not None:
+        resolved = SimpleNamespace(**args)
+        set_round_seconds(resolved, args["dt"] or native_dt)
+        args = vars(resolved)
+    return args
+
+
+def same_value(recorded, wanted):
+    if isinstance(wanted, float | int) and not isinstance(wanted, bool) and isinstance(recorded, float | int):
+        return math.isclose(recorded, wanted, rel_tol=1e-9)
+    return recorded == wanted
+
+
+def label(run):
+    """DAU, DQN-unscaled, DAU+value_learning_rate=0.01...: the algorithm, then each algorithm argument (sorted) whose
+    value is not the one the script would use for the run's env and dt."""
+    from run_harness import NOT_COMPUTED
+
+    script, args = run["script"], filled_args(run)
+    name = ALGORITHMS.get(script, Path(script).stem)
+    if script in BASELINES:
+        name += "-scaled" if args.get("scaled") else "-unscaled"
+    reference = known_script(script)
+    if reference is None:
+        return name
+    place = {key: args[key] for key in ("env_id", "dt", "round_seconds") if key in args}
+    expected = resolved_args(reference, place) | {"round_seconds": script_defaults(reference)["round_seconds"]}
+    changed = [
+        f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+        for key, value in sorted(args.items())
+        if key not in (*NOT_LABELLED, *NOT_COMPUTED) and not same_value(value, expected.get(key, ...))
+    ]
+    return "+".join([name, *(text.replace(" ", "") for text in changed)])
+
+
+def finished_runs(folders, env_ids=()):
+    """{(env_id, label, dt, seed): (run folder, run.json)} of the finished runs in the folders (each a folder of
+    runs/<run_name>/run.json), sorted. A label gets "@<total_time>s" where its env has runs of it at several budgets.
+    Raises DuplicateRuns, naming both folders, for two finished runs of one env, label, budget, dt and seed."""
+    found = {}
+    for folder in [folders] if isinstance(folders, str | Path) else folders:
+        for path in sorted(Path(folder).glob("*/run.json")):
+            run = read_run(path)
+            if not run or not run.get("completed") or (env_ids and run["args"]["env_id"] not in env_ids):
+                continue
+            key = run["args"]["env_id"], label(run), float(run["args"]["total_time"]), run["dt"], run["args"]["seed"]
+            if key in found:
+                env_id, name, total_time, dt, seed = key
+                raise DuplicateRuns(
+                    f"two finished runs of {env_id} {name} ({total_time:g} s) at dt {dt:g}, seed "
+                    f"{seed}: {found[key][0]} and {path.parent}; keep one of them in this folder"
+                )
+            found[key] = path.parent, run
+    budgets = {}
+    for env_id, name, total_time, _, _ in found:
+        budgets.setdefault((env_id, name), set()).add(total_time)
+    runs = {}
+    for (env_id, name, total_time, dt, seed), value in found.items():
+        shown = f"{name}@{total_time:g}s" if len(budgets[env_id, name]) > 1 else name
+        runs[env_id, shown, dt, seed] = value
+    return dict(sorted(runs.items()))

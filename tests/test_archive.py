@@ -1,0 +1,196 @@
+"""Grids that know their runs (sweeps/archive.py, sweeps/run_local.py): a run's identity and label, every kept run
+recognised by the command that made it, two calls on one folder running each point once, duplicates refused, a
+diverged run left alone, one log per grid point."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers import ROOT, TINY_SWEEP, executor, start_and_signal
+
+from run_harness import CHECKPOINT, NON_FINITE_LOSS, run_identity
+
+sys.path.insert(0, str(ROOT / "sweeps"))
+import archive  # noqa: E402
+import plot  # noqa: E402
+import run_local  # noqa: E402
+
+RESULTS = "docs/results"
+LOCOMOTION_DTS = "dt=0.05,0.02,0.01,0.005"
+FIVE_SEEDS = ("total_time=1800", "eval_every=150", "seed=1,2,3,4,5")
+# The kept grids and the commands docs/reproduce.md says made them: (sweep files, --override, --results folder).
+KEPT_GRIDS = [
+    (("pendulum_dau", "pendulum_ddpg", "cartpole_dau", "cartpole_dqn"), FIVE_SEEDS, RESULTS),
+    (("cartpole_dau",), (*FIVE_SEEDS, "round_seconds=0.1"), RESULTS),
+    (("halfcheetah_dau", "halfcheetah_ddpg"), ("total_time=30000", "seed=1,2,3,4,5", LOCOMOTION_DTS), RESULTS),
+    (("ant_dau", "ant_ddpg"), ("total_time=50000", "seed=1,2,3,4,5", LOCOMOTION_DTS), RESULTS),
+    (("bipedal_dau", "bipedal_ddpg"), ("total_time=20000", "seed=1,2,3,4,5", "dt=0.01,0.005,0.002"), RESULTS),
+    (("cartpole_dau", "cartpole_dqn"), ("seed=1,2,3,4,5",), f"{RESULTS}/cartpole_12600"),
+    (("cartpole_dau",), (*FIVE_SEEDS, "ou_sigma=15", "exp_name=ou15"), f"{RESULTS}/cartpole_ou_sigma_15_grid"),
+    (("cartpole_dau",), (*FIVE_SEEDS, "exploration=ou-scaled"), f"{RESULTS}/cartpole_ou_scaled_grid"),
+    (("cartpole_dau",), (*FIVE_SEEDS, "value_learning_rate=0.01"), f"{RESULTS}/cartpole_value_lr_grid"),
+    (("cartpole_dau",), (*FIVE_SEEDS, "value_learning_rate=0.03"), f"{RESULTS}/cartpole_value_lr_003_grid"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("files,overrides,results", KEPT_GRIDS, ids=lambda value: str(value).split("/")[-1][:40])
+def test_every_kept_run_is_found_by_the_command_that_made_it(files, overrides, results, monkeypatch):
+    """Runs made before an argument existed (no value_update, round_seconds... in their run.json) are recognised:
+    a run.json reads as the code that wrote it computed (run_harness.VALUE_BEFORE)."""
+    monkeypatch.chdir(ROOT)
+    runs = run_local.finished_runs(ROOT / results)
+    for name in files:
+        sweep = run_local.load_sweep(ROOT / "sweeps" / f"{name}.yaml", overrides)
+        missing = [point for point in run_local.grid(sweep) if not run_local.is_done(sweep, point, runs)]
+        assert not missing, (name, missing[:3])
+
+
+def test_a_grid_point_is_what_its_run_computes():
+    args = archive.resolved_args("dau_discrete.py", {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1})
+    point = run_identity("dau_discrete.py", args)
+    for same in ({"total_time": int(args["total_time"])}, {"exp_name": "x"}, {"track": True}, {"env_workers": 2},
+                 {"checkpoint_every": 5.0}, {"wandb_group": "g"}):  # fmt: skip
+        assert run_identity("dau_discrete.py", args | same) == point, same
+    for other in ({"seed": 2}, {"dt": 0.005}, {"ou_sigma": 15}, {"total_time": 600}, {"value_update": "greedy"}):
+        assert run_identity("dau_discrete.py", args | other) != point, other
+    assert run_identity("dqn_baseline.py", args) != point
+    before = {key: value for key, value in args.items() if key not in ("value_update", "value_learning_rate")}
+    assert run_identity("dau_discrete.py", before) == point  # a run.json from before those options
+    assert run_identity("dau_discrete_beyond_paper.py", args) == point  # the variant script, its options off
+
+
+def label(script, env_id="CartPole-v1", dt=0.01, **given):
+    args = archive.resolved_args(script, {"env_id": env_id, "dt": dt, **given})
+    return archive.label({"script": script, "args": args})
+
+
+def test_a_run_is_labelled_by_its_algorithm_and_its_non_default_arguments():
+    assert label("dau_discrete.py") == label("dau_discrete.py", seed=3, total_time=600, exp_name="x") == "DAU"
+    assert label("dqn_baseline.py") == "DQN-unscaled" and label("dqn_baseline.py", scaled=True) == "DQN-scaled"
+    assert label("ddpg_baseline.py", env_id="Pendulum-v1") == "DDPG-unscaled"
+    assert label("dau_continuous.py", env_id="HalfCheetah-v4", dt=0.005) == "DAU"  # the env's settings are defaults
+    assert label("dau_continuous.py", env_id="HalfCheetah-v4", tau=0.5) == "DAU+tau=0.5"
+    assert label("dau_discrete.py", value_learning_rate=0.01) == "DAU+value_learning_rate=0.01"
+    assert label("dau_discrete.py", ou_sigma=15, exploration="ou-scaled") == "DAU+exploration=ou-scaled+ou_sigma=15"
+    # --round-seconds sets steps and updates per round: the label shows the option, not what it set.
+    assert label("dau_discrete.py", dt=0.001, round_seconds=0.1) == "DAU+round_seconds=0.1"
+    old = archive.resolved_args("dau_discrete.py", {"env_id": "CartPole-v1", "dt": 0.01})
+    del old["value_update"], old["value_learning_rate"], old["round_seconds"]
+    assert archive.label({"script": "dau_discrete.py", "args": old}) == "DAU"
+    patched = {"script": "dau_discrete_rs.py", "args": {**old, "reward_scale": 100.0}}  # a probe's copy of a script
+    assert archive.label(patched) == "dau_discrete_rs+reward_scale=100"
+
+
+def write_run(folder, name, script="dau_discrete.py", seed=1, **given):
+    args = archive.resolved_args(script, {"env_id": "CartPole-v1", "dt": 0.01, "seed": seed, "total_time": 300,
+                                          "eval_every": 150, **given})  # fmt: skip
+    (folder / name).mkdir(parents=True)
+    (folder / name / "run.json").write_text(json.dumps({"script": script, "dt": 0.01, "args": args, "completed": True}))
+    (folder / name / "evals.csv").write_text("physical_time,scaled_return\n0,20\n150,100\n300,200\n")
+
+
+def test_two_finished_runs_of_one_point_are_refused_naming_both(tmp_path):
+    write_run(tmp_path, "first")
+    write_run(tmp_path, "greedy", value_update="greedy")  # another label: no clash
+    write_run(tmp_path, "other_seed", seed=2)
+    assert {key[1] for key in archive.finished_runs(tmp_path)} == {"DAU", "DAU+value_update=greedy"}
+    write_run(tmp_path, "second", exp_name="again")  # the same point under another name
+    with pytest.raises(archive.DuplicateRuns, match="first and .*second"):
+        archive.finished_runs(tmp_path)
+    for command in (["plot.py", "--runs", str(tmp_path), "--out", str(tmp_path / "f.png")],
+                    ["invariance.py", "--runs", str(tmp_path)],
+                    ["compare.py", "--variants", str(tmp_path), "--reference", str(tmp_path)],
+                    ["diagnostics.py", "--runs", str(tmp_path)]):  # fmt: skip
+        result = subprocess.run([sys.executable, f"sweeps/{command[0]}", *command[1:]], cwd=ROOT, capture_output=True,
+                                text=True, timeout=120)  # fmt: skip
+        assert result.returncode != 0 and "Traceback" not in result.stderr, (command, result.stderr[-500:])
+        assert "two finished runs of CartPole-v1 DAU" in result.stderr and "second" in result.stderr, command
+
+
+def test_a_label_at_several_budgets_is_named_by_its_budget(tmp_path):
+    write_run(tmp_path, "short")
+    write_run(tmp_path / "more", "long", total_time=600)
+    runs = plot.load_runs([tmp_path, tmp_path / "more"])
+    assert set(runs["CartPole-v1"]) == {"DAU@300s", "DAU@600s"}
+
+
+def test_two_calls_on_one_folder_run_each_point_once(workdir):
+    """Two calls at once on one runs/ folder: each of the four points runs once, by one of them; the other says it
+    left it. The runs record the identity the executor computed for their point."""
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    calls = [subprocess.Popen([sys.executable, "sweeps/run_local.py", "tiny.yaml", "--override", "seed=4,5",
+                               "--workers", "1"], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for _ in range(2)]  # fmt: skip
+    outputs = [call.communicate(timeout=600)[0] for call in calls]
+    assert all(call.returncode == 0 for call in calls), outputs
+    runs = [json.loads(path.read_text()) for path in workdir.glob("runs/*/run.json")]
+    assert len(runs) == 4 and len({run["identity"] for run in runs}) == 4, outputs
+    done = sum(line.startswith("done") for output in outputs for line in output.splitlines())
+    left = sum(line.startswith("left") for output in outputs for line in output.splitlines())
+    assert done == 4 and done + left == 8, outputs
+    sweep = run_local.load_sweep(workdir / "tiny.yaml", ("seed=4,5",))
+    for run in runs:
+        assert run["identity"] == archive.identity(run)
+    points = {run_local.point_identity(sweep, point) for point in run_local.grid(sweep)}
+    assert points == {run["identity"] for run in runs}
+
+
+def test_a_stopped_point_is_resumed_by_one_call_of_two(workdir):
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    point = ["--env_id=CartPole-v1", "--dt=0.01", "--seed=4", "--total_time=40", "--num_envs=4", "--num_eval_envs=2",
+             "--updates_per_round=2", "--batch_size=16", "--time_limit=0.5", "--eval_every=1"]  # fmt: skip
+    returncode, _, stderr = start_and_signal("dqn_baseline.py", *point, cwd=workdir, signum=signal.SIGTERM)
+    assert returncode == 0, stderr
+    overrides = ["--override", "dt=0.01", "total_time=40", "eval_every=1"]
+    calls = []
+    for _ in range(2):
+        calls.append(subprocess.Popen([sys.executable, "sweeps/run_local.py", "tiny.yaml", *overrides], cwd=workdir,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))  # fmt: skip
+        time.sleep(0.5)
+    outputs = [call.communicate(timeout=600)[0] for call in calls]
+    assert all(call.returncode == 0 for call in calls) and "FAILED" not in "".join(outputs), outputs
+    assert sum("done" in output for output in outputs) == 1 and sum("left" in output for output in outputs) == 1
+    (run_json,) = workdir.glob("runs/*/run.json")  # resumed in its folder, by one of them
+    assert json.loads(run_json.read_text())["completed"]
+
+
+def test_a_claim_is_retaken_once_its_process_is_gone(workdir, monkeypatch):
+    monkeypatch.chdir(workdir)
+    code = (
+        "import sys, time; sys.path.insert(0, 'sweeps'); import run_local; held = run_local.claim('abc'); "
+        "print(held is not None, flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], cwd=workdir, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "True"
+    assert run_local.claim("abc") is None  # held by a live process
+    holder.kill()
+    holder.wait()
+    held = run_local.claim("abc")  # its lock file is still there; the process is gone
+    assert held is not None
+    held.close()
+
+
+def test_a_run_stopped_by_a_non_finite_loss_is_not_run_again(workdir):
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    overrides = ["--override", "dt=0.01", "learning_rate=1e38", "checkpoint_every=0.4"]
+    first = executor("tiny.yaml", *overrides, cwd=workdir)
+    assert "FAILED" in first.stdout and "non-finite loss" in first.stdout, first.stdout + first.stderr
+    (run_json,) = workdir.glob("runs/*/run.json")
+    assert json.loads(run_json.read_text())["stopped_by"] == NON_FINITE_LOSS
+    (run_json.parent / CHECKPOINT).write_bytes(b"")  # even with a checkpoint beside it, it is not resumed
+    second = executor("tiny.yaml", *overrides, cwd=workdir)
+    assert "0 to run; 1 stopped by a non-finite loss" in second.stdout, second.stdout + second.stderr
+    assert len(list(workdir.glob("runs/*/run.json"))) == 1
+    plan = executor("tiny.yaml", *overrides, "--dry-run", cwd=workdir)
+    assert "diverged" in plan.stdout and "--resume" not in plan.stdout
+
+
+def test_two_sweep_files_of_one_script_write_two_logs(workdir):
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    (workdir / "tiny8.yaml").write_text(TINY_SWEEP.replace("batch_size: {value: 16}", "batch_size: {value: 8}"))
+    for name in ("tiny.yaml", "tiny8.yaml"):
+        assert executor(name, "--override", "dt=0.02", cwd=workdir).returncode == 0
+    assert len(list(workdir.glob("runs/sweep_logs/*.log"))) == 2

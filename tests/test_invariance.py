@@ -1,0 +1,85 @@
+"""The invariance statistic (sweeps/plot.py's invariance, sweeps/invariance.py): its arithmetic, its calibration
+on synthetic grids with CartPole's spreads, and the command's one line per env and algorithm."""
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from helpers import ROOT
+
+sys.path.insert(0, str(ROOT / "sweeps"))
+import invariance  # noqa: E402
+import plot  # noqa: E402
+
+LINE = re.compile(r"invariance (\S+) (\S+) fine/coarse (\S+) \[(\S+), (\S+)\] slope (\S+) \[(\S+), (\S+)\] seeds (\d+)")
+
+
+def test_fine_over_coarse_pools_the_two_finest_and_the_two_coarsest_dt():
+    five = [np.array(values) for values in ([1.0, 1.0], [0.8, 0.8], [5.0, 5.0], [0.3, 0.5], [0.5, 0.5])]
+    assert plot.fine_over_coarse(*five) == pytest.approx((0.4 + 0.5) / 2 / ((1.0 + 0.8) / 2))  # the middle dt unused
+    three = [np.array(values) for values in ([2.0], [9.0], [1.0])]
+    assert plot.fine_over_coarse(*three) == pytest.approx(0.5)  # finest over coarsest
+    assert np.isnan(plot.fine_over_coarse(np.array([-0.1]), np.array([0.5])))  # nothing learned at the coarse end
+
+
+def test_the_slope_is_per_halving_of_dt():
+    dts = [0.01, 0.005, 0.0025, 0.00125]
+    scores = {dt: np.full(3, 1.0 - 0.1 * halvings) for halvings, dt in enumerate(dts)}
+    result = plot.invariance(scores, resamples=200)
+    assert result.slope == pytest.approx(-0.1) and result.ratio == pytest.approx((0.8 + 0.7) / (1.0 + 0.9))
+    assert result.seeds == 3 and result.slope_interval == pytest.approx((-0.1, -0.1))  # no spread, no width
+
+
+@pytest.mark.parametrize("bimodal", [False, True], ids=["normal", "bimodal"])
+def test_an_invariant_methods_interval_covers_1_at_10_seeds(bimodal):
+    """200 synthetic grids of an invariant method with CartPole's spreads (SD 64, or runs that balance or stall):
+    the 95% interval of fine/coarse covers 1, and the slope's covers 0, in at least 90% of them."""
+    ratio_coverage, slope_coverage = invariance.calibration(10, 1.0, bimodal)
+    assert ratio_coverage >= 0.9 and slope_coverage >= 0.9, (ratio_coverage, slope_coverage)
+
+
+def test_a_method_30_percent_worse_at_its_finest_dt_is_told_apart_at_10_seeds():
+    """With the coarse-step spread (SD 64), the interval excludes 1 in at least 80% of 200 grids."""
+    ratio_coverage, slope_coverage = invariance.calibration(10, 0.7, bimodal=False)
+    assert 1 - ratio_coverage >= 0.8 and 1 - slope_coverage >= 0.8, (ratio_coverage, slope_coverage)
+
+
+def test_the_power_test_fails_for_an_interval_that_does_not_resample_within_dt():
+    """The calibration can fail: an interval that resamples the runs of all dt together (the dt labels shuffled)
+    centres on 1 whatever the method does, and the power test above would reject it."""
+
+    def pooled(scores, resamples, rng):
+        dts = sorted(scores, reverse=True)
+        runs = np.concatenate([scores[dt] for dt in dts])
+        sizes = np.cumsum([len(scores[dt]) for dt in dts])[:-1]
+        generator = np.random.default_rng(rng)
+        ratios = [plot.fine_over_coarse(*np.split(generator.choice(runs, len(runs)), sizes)) for _ in range(resamples)]
+        slopes = [0.0]  # unused here
+        return plot.Invariance(None, tuple(np.percentile(ratios, [2.5, 97.5])), 0.0, (min(slopes), max(slopes)), 10)
+
+    ratio_coverage, _ = invariance.calibration(10, 0.7, bimodal=False, grids=50, resamples=300, statistic=pooled)
+    assert 1 - ratio_coverage < 0.8
+
+
+def test_the_seeds_needed_grow_with_the_spread_and_shrink_with_the_width():
+    rng = np.random.default_rng(0)
+    narrow = {dt: rng.normal(1.0, 0.1, 20) for dt in invariance.DTS}
+    wide = {dt: rng.normal(1.0, 0.4, 20) for dt in invariance.DTS}
+    assert invariance.seeds_for(narrow, 0.1) < invariance.seeds_for(wide, 0.1) < invariance.seeds_for(wide, 0.05)
+
+
+def test_the_command_prints_one_line_per_env_and_label_of_the_archive():
+    result = subprocess.run([sys.executable, "sweeps/invariance.py", "--runs", "docs/results"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert all(LINE.fullmatch(line) for line in lines), lines
+    found = {LINE.fullmatch(line).group(1, 2) for line in lines}
+    runs = plot.load_runs(ROOT / "docs" / "results")
+    assert found == {(env_id, label) for env_id, algorithms in runs.items() for label in algorithms}
+    assert len(found) == len(lines) and ("CartPole-v1", "DQN-unscaled") in found and ("Pendulum-v1", "DAU") in found
+    missing = subprocess.run([sys.executable, "sweeps/invariance.py", "--runs", "no/such/folder"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert missing.returncode != 0 and "no/such/folder" in missing.stderr and "Traceback" not in missing.stderr
