@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from run_harness import Run, RunArgs, graphed, make_vector_env, require_positive
+from run_harness import Run, RunArgs, graphed, make_vector_env
 
 
 @dataclass
@@ -61,12 +61,9 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     gamma: float = 0.8
     """discount per physical second; a step is discounted by gamma**dt"""
     learning_rate: float = 0.1
-    """alpha_A, and alpha_V unless --value-learning-rate: the learning rates are alpha * dt"""
-    value_learning_rate: float | None = None
-    """alpha_V, V's learning rate alpha_V * dt (Alg. 1 has both; the paper sets them equal); None: --learning-rate"""
-    exploration: Literal["ou", "epsilon", "ou-scaled"] = "ou"
-    """ou: argmax of the advantages plus an OU process (Sec. 4.2); epsilon: epsilon-greedy (collapses as dt -> 0);
-    ou-scaled: the OU noise times the advantages' running spread over actions (beyond the paper, docs/reproduce.md)"""
+    """alpha_V = alpha_A: the learning rates are alpha * dt"""
+    exploration: Literal["ou", "epsilon"] = "ou"
+    """ou: argmax of the advantages plus an OU process (Sec. 4.2); epsilon: epsilon-greedy (collapses as dt -> 0)"""
     epsilon: float = 0.1
     """probability of a uniformly random action per step, with --exploration epsilon"""
     ou_kappa: float = 7.5
@@ -77,18 +74,12 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     """normalise observations by their running mean and std (True or False); None: the env's default (table above)"""
     hidden_size: int = 256
     """width of the two hidden layers"""
-    value_update: Literal["all", "greedy", "exploring"] = "all"
-    """all: V learns from every transition (Alg. 1); beyond the paper (docs/reproduce.md), V's target without -dt A:
-    greedy: only from the transitions whose action is argmax A now (A = 0 there); exploring: from every transition,
-    with r dt + gamma^dt V(s') as target (the exploring policy's value)"""
 
 
 def check_args(args):
     """Refuse values of this script's own flags that cannot give a meaningful run (run_harness checks the rest)."""
     if not 0 <= args.epsilon <= 1:
         raise ValueError(f"--epsilon must be in [0, 1], got {args.epsilon}")
-    if args.value_learning_rate is not None:
-        require_positive(args, "value_learning_rate")
 
 
 def mlp(inputs, outputs, hidden_size):
@@ -169,31 +160,6 @@ class OUNoise:
         self.z.copy_(state["z"])
 
 
-class RunningSpread:
-    """--exploration ou-scaled (beyond the paper): the RMS over envs and actions of Abar(s, a) - mean_a' Abar(s, a'),
-    an exponential average over physical time with time constant 1 / kappa (the noise's correlation time), its
-    weights e^(-kappa t) normalised by their sum (so from the first step on). The noise times this has the same law
-    at every dt, and argmax(A + spread z) is the same when A (its last ~1 / kappa seconds) is multiplied by any c > 0:
-    A's drifting scale cannot end exploration."""
-
-    def __init__(self, kappa, dt, device):
-        self.decay = math.exp(-kappa * dt)
-        self.mean_square, self.weight = torch.zeros((), device=device), torch.zeros((), device=device)
-
-    def update(self, values):
-        deviation = values - values.mean(-1, keepdim=True)
-        self.mean_square.mul_(self.decay).add_((1 - self.decay) * deviation.pow(2).mean())
-        self.weight.mul_(self.decay).add_(1 - self.decay)
-        return (self.mean_square / self.weight).sqrt()
-
-    def state_dict(self):
-        return {"mean_square": self.mean_square, "weight": self.weight}
-
-    def load_state_dict(self, state):
-        self.mean_square.copy_(state["mean_square"])
-        self.weight.copy_(state["weight"])
-
-
 class ReplayBuffer:
     """Ring buffer of (s, a, r, terminated, s') on the training device."""
 
@@ -242,7 +208,7 @@ ROUND_STATS = ("exploration/changed_action", "training/failures_per_second", "op
 DIAGNOSTICS = (*TRAINING_STATS, *ROUND_STATS, "batch/terminal_td_share")
 
 
-def update(batch, value, advantage, optimizer, dt, gamma, value_update="all"):
+def update(batch, value, advantage, optimizer, dt, gamma):
     """One gradient step of Alg. 1 (discrete DAU). Returns TRAINING_STATS, no host sync."""
     obs, action, reward, terminated, next_obs = batch
     advantages = advantage(obs)
@@ -254,12 +220,7 @@ def update(batch, value, advantage, optimizer, dt, gamma, value_update="all"):
     td = q - target
     # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi: the
     # paper's updates (the official code drops the 1/dt; RMSprop nearly cancels it, we follow the paper).
-    value_term = td.detach() / dt * state_value
-    if value_update == "greedy":  # beyond the paper: V's step from the transitions where A(s, a) = 0 only
-        value_term = value_term * (advantage_taken.detach() == 0)
-    if value_update == "exploring":  # beyond the paper: V's step from V(s) - r dt - gamma^dt V(s'), without dt A
-        value_term = (td - dt * advantage_taken).detach() / dt * state_value
-    critic_objective = (value_term + td.detach() / dt * advantage_taken).mean()
+    critic_objective = (td.detach() / dt * (state_value + advantage_taken)).mean()
     optimizer.zero_grad()
     critic_objective.backward()
     optimizer.step()  # theta and psi both updated from the same batch and parameters
@@ -273,14 +234,11 @@ def gradient_rms(optimizer, network):
     return torch.cat(squares).mean().sqrt()
 
 
-def explore(values, noise, exploration, epsilon, noise_scale=None):
-    """pi_explore: argmax_a (values[a] + z[a]), z an OU process with one component per action (Sec. 4.2), times
-    noise_scale if given (--exploration ou-scaled); or epsilon-greedy, which tends to a deterministic policy as
-    dt -> 0 (Theorem on epsilon-greedy)."""
+def explore(values, noise, exploration, epsilon):
+    """pi_explore: argmax_a (values[a] + z[a]), z an OU process with one component per action (Sec. 4.2);
+    or epsilon-greedy, which tends to a deterministic policy as dt -> 0 (Theorem on epsilon-greedy)."""
     if exploration == "ou":
         return (values + noise.step()).argmax(-1)
-    if exploration == "ou-scaled":
-        return (values + noise_scale * noise.step()).argmax(-1)
     random_action = torch.randint_like(values[..., 0], values.shape[-1], dtype=torch.long)
     explore_now = torch.rand_like(values[..., 0]) < epsilon
     return torch.where(explore_now, random_action, values.argmax(-1))
@@ -335,29 +293,22 @@ if __name__ == "__main__":
     run.evaluate_saved_model(networks, evaluate_policy, act)  # --eval-model: evaluate, then exit
     targets = {}  # DAU has no target networks: it bootstraps on V itself
     # RMSprop without momentum, learning rates alpha * dt and smoothing 1 - dt (Alg. 1).
-    groups = [{"params": [*value.parameters(), *advantage.parameters()], "lr": args.learning_rate * dt}]
-    if args.value_learning_rate is not None:  # alpha_V apart from alpha_A
-        groups = [{"params": value.parameters(), "lr": args.value_learning_rate * dt},
-                  {"params": advantage.parameters(), "lr": args.learning_rate * dt}]  # fmt: skip
     optimizer = torch.optim.RMSprop(
-        groups,
+        [{"params": [*value.parameters(), *advantage.parameters()], "lr": args.learning_rate * dt}],
         alpha=1 - dt, momentum=0, foreach=True,  # foreach: the same arithmetic as the per-tensor loop, faster
         capturable=device.type == "cuda",  # its step counts on the GPU, as a CUDA graph needs; the same arithmetic
     )  # fmt: skip
     envs = make_vector_env(args, dt, args.num_envs, args.seed, args.env_workers)  # --env-workers: in K processes
     buffer = ReplayBuffer(run.replay_rows, obs_dim, device)
     noise = OUNoise((args.num_envs, num_actions), args.ou_kappa, args.ou_sigma, dt, device)
-    spread = RunningSpread(args.ou_kappa, dt, device)  # --exploration ou-scaled's measure of A's scale
 
     def train_round(batches):  # Alg. lines "for k = 1, nb_learn": one gradient step on each batch
-        return torch.stack([update([field[k] for field in batches], value, advantage, optimizer, dt, args.gamma,
-                                   args.value_update) for k in range(args.updates_per_round)])  # fmt: skip
+        return torch.stack([update([field[k] for field in batches], value, advantage, optimizer, dt, args.gamma)
+                            for k in range(args.updates_per_round)])  # fmt: skip
 
     train_round = graphed(train_round, device)  # on a GPU, the round launched at once as one CUDA graph
     obs, _ = envs.reset(seed=args.seed)
     state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise}  # what --resume restores
-    if args.exploration == "ou-scaled":
-        state["spread"] = spread
     obs = run.start(envs, obs, state, networks, evaluate_policy, act, DIAGNOSTICS)
     with run:  # Ctrl-C stops at once, keeping what was logged; SIGTERM after the round, with a checkpoint
         for _ in run.rounds():  # evaluations and checkpoints fall between rounds, at multiples of their intervals
@@ -368,8 +319,7 @@ if __name__ == "__main__":
                     normalizer.update(obs_tensor)
                 with torch.no_grad():  # a = argmax_a (A(s, a) + z[a]) (Sec. 4.2)
                     advantages = advantage(obs_tensor)
-                    noise_scale = spread.update(advantages) if args.exploration == "ou-scaled" else None
-                    action = explore(advantages, noise, args.exploration, args.epsilon, noise_scale)
+                    action = explore(advantages, noise, args.exploration, args.epsilon)
                     changed_action += (action != advantages.argmax(-1)).float().mean()
                     action = action.cpu().numpy()
                 next_obs, reward, terminated, real_next_obs = env_step(envs, action)

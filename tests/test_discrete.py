@@ -1,5 +1,6 @@
 """dau_discrete.py and dqn_baseline.py: update rules against the paper, the max-normalised
-advantage, exploration in physical time (and epsilon-greedy's collapse), replay, learning."""
+advantage, exploration in physical time (and epsilon-greedy's collapse), replay, learning. The update rule also in
+dau_discrete_beyond_paper.py, with its --value-update options (its other options: test_beyond_paper.py)."""
 
 import copy
 from types import SimpleNamespace
@@ -11,21 +12,26 @@ import torch
 from helpers import TINY, assert_batch_stats, fixed_batch, flat, per_sample_gradient, read_csv, read_evals, run_script
 
 import dau_discrete as dau
+import dau_discrete_beyond_paper as beyond
 import dqn_baseline as dqn
 import run_harness
 from dt_wrappers import make_env
 
 
-@pytest.mark.parametrize("value_update", ["all", "greedy", "exploring"])
+@pytest.mark.parametrize(
+    "module,value_update",
+    [(dau, None), (beyond, "all"), (beyond, "greedy"), (beyond, "exploring")],
+    ids=["dau_discrete", "beyond_paper-all", "beyond_paper-greedy", "beyond_paper-exploring"],
+)
 @pytest.mark.parametrize("dt", [0.01, 0.001])
-def test_dau_update_applies_the_papers_deltas(dt, value_update, float64):
+def test_dau_update_applies_the_papers_deltas(dt, module, value_update, float64):
     """Alg. 1: Q = V(s) + dt (Abar(s,a) - max_a' Abar(s,a')), Q~ = r dt + (1-d) gamma^dt V(s'),
     Delta-theta = mean((Q - Q~) dV/dtheta) / dt, Delta-psi = mean((Q - Q~) d(Abar(s,a) - max Abar)/dpsi) / dt.
-    --value-update greedy: Delta-theta's sum over the transitions whose action is argmax Abar only; exploring:
-    Delta-theta = mean((V(s) - Q~) dV/dtheta) / dt, V's TD error without dt A(s, a)."""
+    dau_discrete_beyond_paper.py's --value-update greedy: Delta-theta's sum over the transitions whose action is
+    argmax Abar only; exploring: Delta-theta = mean((V(s) - Q~) dV/dtheta) / dt, V's TD error without dt A(s, a)."""
     torch.manual_seed(0)
-    gamma, normalizer = 0.8, dau.Normalizer(4)
-    value, advantage = dau.Value(4, 16, normalizer), dau.Advantage(4, 3, 16, normalizer)
+    gamma, normalizer = 0.8, module.Normalizer(4)
+    value, advantage = module.Value(4, 16, normalizer), module.Advantage(4, 3, 16, normalizer)
     batch = fixed_batch(obs_dim=4, num_actions=3)
     with torch.no_grad():  # every other transition takes the greedy action: A(s, a) = 0 there
         batch[1][::2] = advantage(batch[0][::2]).argmax(-1, keepdim=True)
@@ -46,8 +52,9 @@ def test_dau_update_applies_the_papers_deltas(dt, value_update, float64):
     n = len(batch[0])
     assert 0 < sum(greedy_rows) < n  # greedy and other transitions both
     optimizer = torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0)
-    stats = dau.update(batch, value, advantage, optimizer, dt, gamma, value_update)
-    assert_batch_stats(dau, stats, tds, batch[3])
+    options = [] if value_update is None else [value_update]  # the paper's script has no --value-update
+    stats = module.update(batch, value, advantage, optimizer, dt, gamma, *options)
+    assert_batch_stats(module, stats, tds, batch[3])
     torch.testing.assert_close(flat(v0) - flat(value), expected_theta / n, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(flat(a0) - flat(advantage), expected_psi / n, rtol=1e-9, atol=1e-12)
 
@@ -124,47 +131,6 @@ def test_exploration_follows_the_values(module):
     assert 0.5 < (module.explore(close, noise, "ou", 0.0) == 0).float().mean() < 0.8
     greedy = (module.explore(far, noise, "epsilon", 0.2) == 0).float().mean().item()
     assert greedy == pytest.approx(0.9, abs=0.02)
-
-
-def test_scaled_ou_exploration_does_not_fade_as_the_advantages_grow():
-    """--exploration ou-scaled: the same actions whatever the advantages' scale (here 1 and 64), where the paper's OU
-    noise (std 0.39 per action) changes fewer and fewer greedy actions; and the same as the paper's when the spread of
-    the advantages over actions is 1 (advantages -1 and +1)."""
-    advantages = torch.randn(2000, 2) + torch.tensor([1.0, -1.0])
-    actions = {}
-    for exploration in ("ou", "ou-scaled"):
-        for scale in (1, 64):
-            torch.manual_seed(0)
-            noise, spread = dau.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), dau.RunningSpread(7.5, 0.01, "cpu")
-            actions[exploration, scale] = torch.stack(
-                [dau.explore(scale * advantages, noise, exploration, 0.0, spread.update(scale * advantages))
-                 for _ in range(50)]
-            )  # fmt: skip
-    greedy = advantages.argmax(-1)
-    changed = {key: (taken != greedy).float().mean().item() for key, taken in actions.items()}
-    assert torch.equal(actions["ou-scaled", 1], actions["ou-scaled", 64])
-    assert changed["ou", 64] < changed["ou", 1] / 10 and changed["ou-scaled", 64] > changed["ou", 1] > 0.02
-    torch.manual_seed(0)
-    unit = torch.tensor([[1.0, -1.0]]).repeat(2000, 1)
-    noise, spread = dau.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), dau.RunningSpread(7.5, 0.01, "cpu")
-    scaled = dau.explore(unit, noise, "ou-scaled", 0.0, spread.update(unit))
-    torch.manual_seed(0)
-    assert torch.equal(scaled, dau.explore(unit, dau.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), "ou", 0.0))
-
-
-def test_the_advantages_running_spread_has_a_physical_time_limit():
-    """The spread weights the past e^(-kappa t) in physical seconds: after the advantages' spread jumps from 1 to 3,
-    it reads the same 0.1 s later at dt 0.01 and 0.001."""
-    readings = {}
-    for dt in (0.01, 0.001):
-        spread = dau.RunningSpread(7.5, dt, "cpu")
-        for _ in range(round(1 / dt)):
-            spread.update(torch.tensor([[1.0, -1.0]]))
-        for _ in range(round(0.1 / dt)):
-            reading = spread.update(torch.tensor([[3.0, -3.0]])).item()
-        readings[dt] = reading
-    assert 1.5 < readings[0.01] < 2.9
-    assert readings[0.001] == pytest.approx(readings[0.01], rel=0.03)
 
 
 def final_spread(exploration, dt, num_envs=200, duration=0.3):
@@ -280,30 +246,3 @@ def test_diagnostics_count_the_exploration_and_the_failures_of_the_run(module, t
         replay = torch.load(run_dir / "checkpoint.pt", weights_only=True)["state"]["replay"]
         failures = sum(float(row["training/failures_per_second"]) * round_time for row in rows)
         assert failures == pytest.approx(replay["fields"][3].sum().item()) and failures > 10
-
-
-def test_value_learning_rate_sets_alpha_v_apart_from_alpha_a(tmp_path):
-    """--value-learning-rate: Alg. 1's alpha_V apart from alpha_A, each times dt; alpha_V = alpha gives the run the
-    default gives (one step size for both, as the paper sets them); 0 is refused before any work."""
-    args = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "4", "--checkpoint-every", "100"]
-    logs = {}
-    for name, extra in (
-        ("default", []),
-        ("equal", ["--value-learning-rate", "0.1"]),
-        ("apart", ["--value-learning-rate", "0.02"]),
-    ):
-        (tmp_path / name).mkdir()
-        run_script("dau_discrete.py", *args, *extra, cwd=tmp_path / name)
-        (run_dir,) = (tmp_path / name / "runs").glob("*__*")
-        logs[name] = (read_evals(tmp_path / name), (run_dir / "diagnostics.csv").read_text())
-        groups = torch.load(run_dir / "checkpoint.pt", weights_only=True)["state"]["optimizer"]["param_groups"]
-        if name == "apart":
-            value_parameters = len(list(dau.Value(4, 256, dau.Normalizer(4)).net.parameters()))
-            assert [len(group["params"]) for group in groups] == [value_parameters, value_parameters]
-            assert [group["lr"] for group in groups] == pytest.approx([0.02 * 0.01, 0.1 * 0.01])
-    strip = [[{k: v for k, v in row.items() if k != "wall_time"} for row in rows] for rows, _ in logs.values()]
-    assert strip[0] == strip[1] and logs["default"][1] == logs["equal"][1]
-    assert logs["apart"][1] != logs["default"][1]
-    result = run_script("dau_discrete.py", *args, "--value-learning-rate", "0", cwd=tmp_path, check=False, timeout=120)
-    assert result.returncode != 0 and "--value-learning-rate must be positive" in result.stderr
-    assert not (tmp_path / "runs").exists()

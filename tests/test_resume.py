@@ -22,11 +22,14 @@ from run_harness import CHECKPOINT, save_checkpoint
 # would pass). At dt 0.01 a TINY round is 0.4 physical s; 100 rounds, so that a signal sent after the second
 # evaluation lands mid-run. diagnostics.csv has a row every --eval-every / 10 s: every round with TINY's 1 s, every
 # third round with 12 s (CartPole DAU), so that the rounds since the last row are part of the saved state.
+# The variant's --exploration ou-scaled: its running spread averages over 1 / kappa = 2 s here (at the default
+# kappa 7.5, a spread lost at the resume would not change an action in this short run).
+OU_SCALED = ["--exploration", "ou-scaled", "--ou-kappa", "0.5"]
 CASES = [
     ("dau_continuous.py", "Pendulum-v1", []),
     ("ddpg_baseline.py", "Pendulum-v1", ["--tau", "0.5"]),
     ("dau_discrete.py", "CartPole-v1", ["--eval-every", "12"]),
-    ("dau_discrete.py", "CartPole-v1", ["--eval-every", "12", "--exploration", "ou-scaled"]),  # its running spread
+    ("dau_discrete_beyond_paper.py", "CartPole-v1", ["--eval-every", "12", *OU_SCALED]),
     ("dqn_baseline.py", "CartPole-v1", ["--tau", "0.5"]),
     ("dau_continuous.py", "HalfCheetah-v4", []),
 ]
