@@ -26,6 +26,9 @@ sys.path.insert(0, str(ROOT))  # the scripts and the harness; torch is imported 
 
 ALGORITHMS = {"dau_continuous.py": "DAU", "dau_discrete.py": "DAU", "dau_discrete_beyond_paper.py": "DAU",
               "ddpg_baseline.py": "DDPG", "dqn_baseline.py": "DQN"}  # fmt: skip
+# A script labelled against another's defaults: dau_discrete.py's runs before the options moved out recorded
+# them (value_update "all"...), and its defaults lack them; the variant script's defaults are those options off.
+LABELLED_AGAINST = {"dau_discrete.py": "dau_discrete_beyond_paper.py"}
 BASELINES = ("ddpg_baseline.py", "dqn_baseline.py")  # named with their variant: DQN-unscaled, DQN-scaled
 # Not in a label: the run's place in the grid (env, dt, seed), its budget and evaluation, and what changes nothing
 # computed (run_harness.NOT_COMPUTED); "scaled" is in the baselines' name.
@@ -66,8 +69,9 @@ def known_script(script):
     """The repository's script whose defaults a run of `script` is labelled against: itself, or for a patched copy
     kept beside its runs (dau_discrete_rs.py) the script whose name begins its own."""
     stem = Path(script).stem
-    known = [name for name in ALGORITHMS if stem.startswith(Path(name).stem)]
-    return max(known, key=len) if known else None
+    known = [name for name in ALGORITHMS if stem.startswith(Path(name).stem) and name not in LABELLED_AGAINST.values()]
+    found = max(known, key=len) if known else None
+    return LABELLED_AGAINST.get(found, found)
 
 
 @functools.cache

@@ -20,6 +20,7 @@ import run_local  # noqa: E402
 
 RESULTS = "docs/results"
 LOCOMOTION_DTS = "dt=0.05,0.02,0.01,0.005"
+BEYOND = "cartpole_dau_beyond_paper"
 FIVE_SEEDS = ("total_time=1800", "eval_every=150", "seed=1,2,3,4,5")
 # The kept grids and the commands docs/reproduce.md says made them: (sweep files, --override, --results folder).
 KEPT_GRIDS = [
@@ -30,9 +31,10 @@ KEPT_GRIDS = [
     (("bipedal_dau", "bipedal_ddpg"), ("total_time=20000", "seed=1,2,3,4,5", "dt=0.01,0.005,0.002"), RESULTS),
     (("cartpole_dau", "cartpole_dqn"), ("seed=1,2,3,4,5",), f"{RESULTS}/cartpole_12600"),
     (("cartpole_dau",), (*FIVE_SEEDS, "ou_sigma=15", "exp_name=ou15"), f"{RESULTS}/cartpole_ou_sigma_15_grid"),
-    (("cartpole_dau",), (*FIVE_SEEDS, "exploration=ou-scaled"), f"{RESULTS}/cartpole_ou_scaled_grid"),
-    (("cartpole_dau",), (*FIVE_SEEDS, "value_learning_rate=0.01"), f"{RESULTS}/cartpole_value_lr_grid"),
-    (("cartpole_dau",), (*FIVE_SEEDS, "value_learning_rate=0.03"), f"{RESULTS}/cartpole_value_lr_003_grid"),
+    # Made with dau_discrete.py's options, which dau_discrete_beyond_paper.py now holds and computes the same.
+    ((BEYOND,), (*FIVE_SEEDS, "exploration=ou-scaled"), f"{RESULTS}/cartpole_ou_scaled_grid"),
+    ((BEYOND,), (*FIVE_SEEDS, "value_learning_rate=0.01"), f"{RESULTS}/cartpole_value_lr_grid"),
+    ((BEYOND,), (*FIVE_SEEDS, "value_learning_rate=0.03"), f"{RESULTS}/cartpole_value_lr_003_grid"),
 ]  # fmt: skip
 
 
@@ -73,13 +75,21 @@ def test_a_run_is_labelled_by_its_algorithm_and_its_non_default_arguments():
     assert label("ddpg_baseline.py", env_id="Pendulum-v1") == "DDPG-unscaled"
     assert label("dau_continuous.py", env_id="HalfCheetah-v4", dt=0.005) == "DAU"  # the env's settings are defaults
     assert label("dau_continuous.py", env_id="HalfCheetah-v4", tau=0.5) == "DAU+tau=0.5"
-    assert label("dau_discrete.py", value_learning_rate=0.01) == "DAU+value_learning_rate=0.01"
-    assert label("dau_discrete.py", ou_sigma=15, exploration="ou-scaled") == "DAU+exploration=ou-scaled+ou_sigma=15"
+    assert label("dau_discrete_beyond_paper.py") == "DAU"  # its options off: the paper's DAU
+    assert label("dau_discrete_beyond_paper.py", value_learning_rate=0.01) == "DAU+value_learning_rate=0.01"
+    assert label("dau_discrete_beyond_paper.py", ou_sigma=15, exploration="ou-scaled") == (
+        "DAU+exploration=ou-scaled+ou_sigma=15"
+    )
     # --round-seconds sets steps and updates per round: the label shows the option, not what it set.
     assert label("dau_discrete.py", dt=0.001, round_seconds=0.1) == "DAU+round_seconds=0.1"
+    # dau_discrete.py's run.json: before the options (none of them), with them (off or on), and today's.
     old = archive.resolved_args("dau_discrete.py", {"env_id": "CartPole-v1", "dt": 0.01})
-    del old["value_update"], old["value_learning_rate"], old["round_seconds"]
+    del old["round_seconds"]
     assert archive.label({"script": "dau_discrete.py", "args": old}) == "DAU"
+    with_options = old | {"value_update": "all", "value_learning_rate": None}
+    assert archive.label({"script": "dau_discrete.py", "args": with_options}) == "DAU"
+    with_options["value_learning_rate"] = 0.03
+    assert archive.label({"script": "dau_discrete.py", "args": with_options}) == "DAU+value_learning_rate=0.03"
     patched = {"script": "dau_discrete_rs.py", "args": {**old, "reward_scale": 100.0}}  # a probe's copy of a script
     assert archive.label(patched) == "dau_discrete_rs+reward_scale=100"
 
