@@ -873,7 +873,7 @@ class Run:
         the run on a non-finite loss; advances the clock; writes diagnostics.csv and W&B every --eval-every / 10."""
         self.obs, stats = obs, stats.cpu()
         self.rounds_done += 1
-        if not torch.isfinite(stats).all():  # run.json says so: sweeps/run_local.py runs it neither again nor on
+        if not torch.isfinite(stats).all():  # run.json says so: sweeps/run_local.py neither resumes nor reruns it
             first = self.updates - self.args.updates_per_round + int((~torch.isfinite(stats)).any(1).nonzero()[0])
             self.write_run_info(completed=False, physical_time=self.physical_time, updates=self.updates,
                                 stopped_by=NON_FINITE_LOSS)  # fmt: skip
