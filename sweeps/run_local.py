@@ -7,10 +7,13 @@
 Run it from the repository root (the sweep files name their program relative to it, as `wandb agent`
 expects). Each grid point's command is built by W&B's own `create_sweep_command_args` and the
 agent's macro substitution, so a local run is exactly the run an agent would start. Runs go to
-runs/<run_name>/ as usual; a grid point whose finished run is already there (runs/*/run.json with
-the same script and arguments), or in a --results folder, is skipped, and one whose run was stopped
+runs/<run_name>/ as usual; a grid point whose finished run is already there (runs/*/run.json of the
+same identity: sweeps/archive.py), or in a --results folder, is skipped, and one whose run was stopped
 with a checkpoint goes on from it (the same command plus --resume), so an interrupted sweep resumes
-where it stopped, in this session or a later one. With --hours, the runs still going at the deadline
+where it stopped, in this session or a later one; one whose run diverged (a non-finite loss) is left
+alone. Before it starts a point, a call claims it (runs/sweep_claims/, a lock that lives as long as the
+call or its run): several calls on one runs/ folder share the grid, each point run by one of them, and
+each run's output goes to runs/sweep_logs/, one log per grid point. With --hours, the runs still going at the deadline
 get SIGTERM: each saves a checkpoint at the end of its round and stops, to go on at the next call; until
 then a free worker starts the first run (seed by seed, finest dt first) expected to end in the time left
 (or of unknown length), or when none is, the first.
