@@ -33,6 +33,9 @@ BASELINES = ("ddpg_baseline.py", "dqn_baseline.py")  # named with their variant:
 # Not in a label: the run's place in the grid (env, dt, seed), its budget and evaluation, and what changes nothing
 # computed (run_harness.NOT_COMPUTED); "scaled" is in the baselines' name.
 NOT_LABELLED = ("env_id", "dt", "seed", "total_time", "eval_every", "num_eval_envs", "scaled")
+# Arguments of the probes' patches (docs/results/cartpole_probes), which the scripts do not have, at the value that
+# computes what the script computes: a run made with the patch applied and the option off is the script's run.
+PATCH_OFF = {"weight_decay": 0.0, "reward_scale": 1.0}
 
 
 class DuplicateRuns(ValueError):
@@ -126,13 +129,22 @@ def label(run):
     if reference is None:
         return name
     place = {key: args[key] for key in ("env_id", "dt", "round_seconds") if key in args}
-    expected = resolved_args(reference, place) | {"round_seconds": script_defaults(reference)["round_seconds"]}
+    expected = (
+        PATCH_OFF | resolved_args(reference, place) | {"round_seconds": script_defaults(reference)["round_seconds"]}
+    )
     changed = [
         f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
         for key, value in sorted(args.items())
         if key not in (*NOT_LABELLED, *NOT_COMPUTED) and not same_value(value, expected.get(key, ...))
     ]
     return "+".join([name, *(text.replace(" ", "") for text in changed)])
+
+
+def algorithm(run):
+    """DAU, DDPG or DQN: the algorithm of the run's script, or of the script a patched copy is (known_script);
+    None for another script."""
+    reference = known_script(run["script"])
+    return ALGORITHMS[reference] if reference else None
 
 
 def finished_runs(folders, env_ids=()):

@@ -5,8 +5,9 @@ table's scale, and the probability that a variant's run scores above a run of th
     python sweeps/compare.py --variants docs/results/cartpole_ou_sigma_15_grid docs/results/cartpole_ou_scaled_grid \
         --labels '`--ou-sigma 15`' '`--exploration ou-scaled`'
 
-Each folder holds runs as sweeps/plot.py reads them; the DAU runs (any label of the algorithm DAU: a folder holds
-one variant, or compare.py refuses it) of the reference folder (--reference, the paper's grid) and of each variant's
+Each folder holds runs as sweeps/plot.py reads them; the DAU runs (of a DAU script or of a probe's patched copy of
+one, archive.algorithm; any label, but one a folder, or compare.py refuses it) of the reference folder (--reference,
+the paper's grid) and of each variant's
 folder with the same budget are compared. The numbers are plot.py's: each run's score is the mean of its evaluations
 over the second half of its training time, the intervals are its bootstraps, and the scale (untrained level and
 best) is the one of the reference folder's table for the environment, so that a variant reads against the paper's
@@ -18,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import archive
 import numpy as np
 import tyro
 from archive import DuplicateRuns
@@ -63,7 +65,7 @@ def dau_scores(folder, env_id, total_time, seeds=(), label=None):
     `label`, or of the folder's one DAU label; exits naming the labels when the folder holds several."""
     scores, labels = {}, set()
     for (_, algorithm, dt, seed), (run_dir, run) in finished_runs(folder, [env_id]).items():
-        if algorithm.split("+")[0].split("@")[0] == "DAU" and run["args"]["total_time"] == total_time:
+        if archive.algorithm(run) == "DAU" and run["args"]["total_time"] == total_time:
             if (not seeds or seed in seeds) and (label is None or algorithm == label):
                 labels.add(algorithm)
                 scores.setdefault(dt, []).append(run_score(read_curve(run_dir, run)))

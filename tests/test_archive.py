@@ -92,6 +92,12 @@ def test_a_run_is_labelled_by_its_algorithm_and_its_non_default_arguments():
     assert archive.label({"script": "dau_discrete.py", "args": with_options}) == "DAU+value_learning_rate=0.03"
     patched = {"script": "dau_discrete_rs.py", "args": {**old, "reward_scale": 100.0}}  # a probe's copy of a script
     assert archive.label(patched) == "dau_discrete_rs+reward_scale=100"
+    assert archive.algorithm(patched) == "DAU" and archive.algorithm({"script": "other.py"}) is None  # compare.py's
+    # A probe's patch with its option off computes what the script computes (docs/results/cartpole_probes: seeds 4
+    # and 5 of value_update_greedy ran with weight_decay.patch applied, at 0): the same label, one variant a folder.
+    assert archive.label({"script": "dau_discrete.py", "args": {**old, "weight_decay": 0.0}}) == "DAU"
+    assert archive.label({"script": "dau_discrete.py", "args": {**old, "weight_decay": 1.0}}) == "DAU+weight_decay=1"
+    assert archive.label({**patched, "args": {**old, "reward_scale": 1.0}}) == "dau_discrete_rs"
 
 
 def write_run(folder, name, script="dau_discrete.py", seed=1, **given):
