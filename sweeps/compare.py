@@ -55,7 +55,8 @@ class Options:
     total_time: float = 1800
     """the budget (physical seconds) of the runs compared"""
     seeds: tuple[int, ...] = ()
-    """only these seeds, in every folder (short probes beside the paper's runs of the same seeds); empty: all"""
+    """only these seeds, in every folder (short probes beside the paper's runs of the same seeds); empty: the seeds
+    of the variants' runs, so that the reference is read at the same seeds"""
     table: Path | None = None
     """also write the table (Markdown) here; it is always printed"""
 
@@ -80,16 +81,20 @@ def dau_scores(folder, env_id, total_time, seeds=(), label=None):
 def comparison_table(options):
     """Markdown: a row per folder (the reference first), then a row per variant of P(variant > reference) per dt;
     a variant without runs at some dt gets "—" there, and its fine/coarse, slope and worst/best only over every dt."""
-    reference_runs = load_runs(options.reference, [options.env_id]).get(options.env_id, {})
+    # At the same seeds: those asked for, or the variants' own (a 5-seed grid against the paper's seeds 1 to 5,
+    # however many more the reference has); the scale too is the reference's table at those seeds.
+    seeds = options.seeds or tuple(sorted({seed for folder in options.variants
+                                           for (*_, seed) in finished_runs(folder, [options.env_id])}))  # fmt: skip
+    reference_runs = load_runs(options.reference, [options.env_id], seeds).get(options.env_id, {})
     if not reference_runs:
         sys.exit(f"error: no finished {options.env_id} runs in {options.reference}")
     _, untrained, best = env_scores(reference_runs)
     labels = options.labels or tuple(folder.name for folder in options.variants)
     if len(set((options.reference_label, *labels))) < len(labels) + 1:
         sys.exit(f"error: each folder needs its own label, got {options.reference_label!r} and {', '.join(labels)}")
-    rows = {options.reference_label: dau_scores(options.reference, options.env_id, options.total_time, options.seeds,
+    rows = {options.reference_label: dau_scores(options.reference, options.env_id, options.total_time, seeds,
                                                 options.reference_algorithm)}  # fmt: skip
-    rows |= {label: dau_scores(folder, options.env_id, options.total_time, options.seeds)
+    rows |= {label: dau_scores(folder, options.env_id, options.total_time, seeds)
              for label, folder in zip(labels, options.variants, strict=True)}  # fmt: skip
     reference = rows[options.reference_label]
     dts = sorted(reference, reverse=True)

@@ -85,12 +85,14 @@ def budget(run):
     return run["args"]["total_time"], run["args"]["eval_every"]
 
 
-def load_runs(runs_dir, env_ids=()):
-    """{env_id: {algorithm: {dt: [Curve, one per seed]}}} of the finished runs (finished_runs). Warns when a
-    panel mixes budgets."""
+def load_runs(runs_dir, env_ids=(), seeds=()):
+    """{env_id: {algorithm: {dt: [Curve, one per seed]}}} of the finished runs (finished_runs), of these seeds
+    only if any are given. Warns when a panel mixes budgets."""
     runs = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     budgets = defaultdict(set)
-    for (env_id, algorithm, dt, _), (run_dir, run) in finished_runs(runs_dir, env_ids).items():
+    for (env_id, algorithm, dt, seed), (run_dir, run) in finished_runs(runs_dir, env_ids).items():
+        if seeds and seed not in seeds:
+            continue
         runs[env_id][algorithm][dt].append(read_curve(run_dir, run))
         budgets[env_id, algorithm].add(budget(run))
     for (env_id, algorithm), seen in budgets.items():

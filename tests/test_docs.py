@@ -184,3 +184,24 @@ def test_the_headline_spread_is_what_spread_draws_from_the_kept_runs(monkeypatch
     assert block == spread.spread_table(spread.runs_of_command(options), options.last, options.thresholds).strip("\n")
     assert "--runs docs/results docs/results/card --env-id HalfCheetah-v4 --dt 0.005" in text
     assert (ROOT / "docs" / "figures" / "headline.png").is_file()
+
+
+def test_the_readme_headline_is_what_invariance_prints():
+    """README's headline table: each row is sweeps/invariance.py's numbers for that env's folder (the 12600-s
+    CartPole grid kept apart), DAU's and the baseline's (unscaled), and the fewest seeds of any dt."""
+    text = (ROOT / "README.md").read_text()
+    rows = [line for line in text.splitlines() if re.match(r"\| \S+-v\d \((DDPG|DQN)\) \|", line)]
+    assert len(rows) == 6
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        env_id, baseline = re.fullmatch(r"(\S+) \((\S+)\)", cells[0]).groups()
+        folder = RESULTS / "cartpole_12600" if cells[2].startswith("12600") else RESULTS
+        runs = plot.load_runs(folder, [env_id])
+        printed = {}
+        for line in plot.invariance_lines(runs):
+            _, _, label, _, ratio, ratio_low, ratio_high, _, slope, slope_low, slope_high, _, seeds = line.split()
+            ratio_text = "—" if ratio == "nan" else f"{ratio} {ratio_low} {ratio_high}"
+            printed[label] = (ratio_text, f"{slope} {slope_low} {slope_high}", int(seeds))
+        dau, other = printed["DAU"], printed[f"{baseline}-unscaled"]
+        seeds = str(dau[2]) if dau[2] == other[2] else f"{dau[2]} / {other[2]}"
+        assert cells[3:] == [seeds, dau[0], dau[1], other[0], other[1]], row
