@@ -454,7 +454,7 @@ def replace_atomically(path, mode, write):
 
 
 def save_checkpoint(state, path):
-    """torch.save, atomically: a kill during the write leaves the previous checkpoint whole."""
+    """torch.save, atomically: a kill during the write leaves the previous file whole (checkpoints, model.pt)."""
     replace_atomically(path, "wb", lambda file: torch.save(state, file))
 
 
@@ -498,6 +498,25 @@ def load_checkpoint(run_dir, script):
         raise ValueError(f"--resume {run_dir}: its checkpoint was written by the scripts before run_harness.py, in "
                          "another format: resume it with the commit that made it, or start it again")  # fmt: skip
     return checkpoint
+
+
+def load_model(path):
+    """A model.pt (or checkpoints/<time>s.pt) saved by --save-model, loaded as data only; a ValueError that names
+    the file if it is missing, unreadable or not such a model (its networks are checked by evaluate_saved_model)."""
+    if not os.path.isfile(path):
+        raise ValueError(f"--eval-model {path}: no such file")
+    try:
+        model = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # not a torch file, a truncated or corrupt one: zip, pickle or EOF errors
+        raise ValueError(f"--eval-model {path}: is not a readable model file ({type(error).__name__}: "
+                         f"{str(error).splitlines()[0] if str(error) else 'no detail'})") from None  # fmt: skip
+    settings = ("env_id", "dt", "time_limit", "hidden_size")
+    if not isinstance(model, dict) or not isinstance(model.get("args"), dict):
+        raise ValueError(f"--eval-model {path}: is not a model saved by --save-model (it has no args)")
+    if missing := [name for name in settings if name not in model["args"]]:
+        raise ValueError(f"--eval-model {path}: is not a model saved by --save-model (its args have no "
+                         f"{', '.join(missing)})")  # fmt: skip
+    return model
 
 
 def new_run_dir(run_name, runs="runs"):
@@ -670,11 +689,11 @@ class Run:
         if self.resumed and self.resumed["device"] != self.device.type:
             sys.exit(f"error: {args.resume} ran on {self.resumed['device']} and would continue on {self.device.type} "
                      "with other numbers: resume it where it ran (CUDA_VISIBLE_DEVICES= hides a GPU)")  # fmt: skip
-        if args.eval_model:  # evaluate a saved model in the env and at the dt it was trained with
-            self.model = torch.load(args.eval_model, map_location=self.device, weights_only=True)  # runs no code
-            for name in ("env_id", "dt", "time_limit", "hidden_size"):
-                setattr(args, name, self.model["args"][name])
         try:
+            if args.eval_model:  # evaluate a saved model in the env and at the dt it was trained with
+                self.model = load_model(args.eval_model)
+                for name in ("env_id", "dt", "time_limit", "hidden_size"):
+                    setattr(args, name, self.model["args"][name])
             self.probe = make_env(args.env_id, dt=args.dt, time_limit=args.time_limit)
             if not isinstance(self.probe.action_space, action_space):
                 kind = "discrete" if action_space is gym.spaces.Box else "continuous"
@@ -744,8 +763,15 @@ class Run:
         asked, and exit. Without --eval-model, nothing."""
         if not self.args.eval_model:
             return
+        if missing := [name for name in networks if name not in self.model]:
+            sys.exit(f"error: --eval-model {self.args.eval_model}: has no {', '.join(missing)}: a model of another "
+                     f"script? (this is {self.script})")  # fmt: skip
         for name, network in networks.items():
-            network.load_state_dict(self.model[name])
+            try:
+                network.load_state_dict(self.model[name])
+            except (RuntimeError, TypeError, AttributeError) as error:  # other shapes, or not a state dict
+                sys.exit(f"error: --eval-model {self.args.eval_model}: its {name} does not fit {self.script}'s "
+                         f"({str(error).splitlines()[0]})")  # fmt: skip
         if len(self.model.get("eval_envs", [])) == self.args.num_eval_envs:  # model.pt: the final evaluation again
             restore_envs(self.eval_envs, self.model["eval_envs"])
         scaled_return = evaluate()
@@ -791,6 +817,11 @@ class Run:
                     file.truncate(size)
             for name in COUNTERS:
                 setattr(self, name, resumed["counters"][name])
+            if args.checkpoint_every and args.checkpoint_every != resumed["args"]["checkpoint_every"]:
+                # A new interval: its count of checkpoints done, so that the next falls on its first multiple after
+                # now (the old count would make one due every round until it caught up).
+                now = self.physical_time + 1e-9 * self.round_time  # the tolerance of _due
+                self.checkpoints = math.floor(now / args.checkpoint_every) + 1
             wall_time = resumed["counters"]["wall_time"]
         self.evals_file = open(evals_path, "a" if self.resumed else "w", newline="")
         self.diagnostics_file = open(diagnostics_path, "a" if self.resumed else "w", newline="")
@@ -812,6 +843,9 @@ class Run:
                 self.videos.evaluations = self.resumed["videos"]["evaluations"]
                 set_env_state(self.videos.env, self.resumed["videos"]["env"])
             set_random_state(self.resumed["random"])
+            # The loaded checkpoint goes, its copy of the replay memory with it (check_memory budgets the live memory
+            # and one checkpoint's copy, not a third): what the run reads of it later is kept.
+            self.resumed = {name: self.resumed[name] for name in ("script", "run_name", "device", "wandb_id", "args")}
         self.obs = obs
         columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
                    TextColumn("eval {task.fields[last_eval]:.1f}"), TextColumn("{task.fields[sps]:.0f} SPS"),
@@ -862,6 +896,8 @@ class Run:
             self.save_state()
         elif os.path.exists(os.path.join(self.run_dir, CHECKPOINT)):  # a resumed run's old state: now stale
             os.remove(os.path.join(self.run_dir, CHECKPOINT))
+        if self.window_rounds:  # the rounds since the last diagnostics row (after the state: an extension goes on)
+            self._log_diagnostics(sps=self.env_steps / (time.time() - self.start_time))
         self._log_eval(final=True)
         if args.checkpoint_every:
             self.save_model(os.path.join(self.run_dir, "checkpoints", f"{self.physical_time:.1f}s.pt"))
@@ -882,18 +918,22 @@ class Run:
         self.progress.update(self.task, completed=self.physical_time, last_eval=self.last_eval, sps=sps)
         self.window += torch.cat([stats.mean(0), torch.stack(round_stats).cpu()])
         self.window_rounds += 1
-        if self._due(self.log_rows, self.args.eval_every / 10):  # the means over the rounds since the last row
-            means = (self.window / self.window_rounds).tolist()
-            diagnostics = dict(zip(self.diagnostics, [*means, means[3] / means[0]], strict=True))
-            self.diagnostics_csv.writerow([f"{self.physical_time:.6f}", self.env_steps, self.updates,
-                                           *(f"{mean:.6g}" for mean in diagnostics.values())])  # fmt: skip
-            self.diagnostics_file.flush()
-            self.window, self.window_rounds = torch.zeros_like(self.window), 0
-            if self.args.track and self.updates > self.wandb_has["updates"]:
-                updates_per_second = self.updates / (time.time() - self.start_time)
-                self.wandb.log({"physical_time": self.physical_time, **diagnostics, "updates": self.updates,
-                                "charts/SPS": sps, "charts/updates_per_second": updates_per_second})  # fmt: skip
-            self.log_rows += 1
+        if self._due(self.log_rows, self.args.eval_every / 10):
+            self._log_diagnostics(sps)
+
+    def _log_diagnostics(self, sps):
+        """A row of diagnostics.csv (and W&B): the means over the rounds since the last row."""
+        means = (self.window / self.window_rounds).tolist()
+        diagnostics = dict(zip(self.diagnostics, [*means, means[3] / means[0]], strict=True))
+        self.diagnostics_csv.writerow([f"{self.physical_time:.6f}", self.env_steps, self.updates,
+                                       *(f"{mean:.6g}" for mean in diagnostics.values())])  # fmt: skip
+        self.diagnostics_file.flush()
+        self.window, self.window_rounds = torch.zeros_like(self.window), 0
+        if self.args.track and self.updates > self.wandb_has["updates"]:
+            updates_per_second = self.updates / (time.time() - self.start_time)
+            self.wandb.log({"physical_time": self.physical_time, **diagnostics, "updates": self.updates,
+                            "charts/SPS": sps, "charts/updates_per_second": updates_per_second})  # fmt: skip
+        self.log_rows += 1
 
     def _log_eval(self, final=False):
         evaluation_start = time.time()
@@ -921,7 +961,7 @@ class Run:
         model |= {name: network.state_dict() for name, network in self.networks.items()}
         if eval_envs_state:
             model["eval_envs"] = eval_envs_state
-        torch.save(model, path)
+        save_checkpoint(model, path)
 
     def save_state(self):
         """runs/<run_name>/checkpoint.pt: all that --resume needs to go on as if never stopped."""

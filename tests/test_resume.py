@@ -132,6 +132,21 @@ def test_a_finished_run_with_checkpoints_extends_to_a_longer_budget(uninterrupte
     assert logged(tmp_path) == uninterrupted("dau_continuous.py", "Pendulum-v1", "--eval-every", "12")
 
 
+def test_a_new_checkpoint_interval_on_resume_starts_from_the_current_time(tmp_path):
+    """--checkpoint-every may change on --resume: the next checkpoint falls on the new interval's first multiple
+    after the resumed time, not one per round until the old count catches up (a 4-s run checkpointed every 100 s,
+    extended to 8 s every 0.8 s: rounds of 0.4 s, so the old count wrote nine checkpoints in nine rounds)."""
+    short = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "4"]
+    run_script("dau_discrete.py", *short, "--checkpoint-every", "100", cwd=tmp_path)
+    run_dir, _ = the_run(tmp_path)
+    assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == ["0.0s.pt", "4.0s.pt"]
+    run_script("dau_discrete.py", "--resume", str(run_dir), "--total-time", "8", "--checkpoint-every", "0.8",
+               cwd=tmp_path)  # fmt: skip
+    saved = sorted(float(path.name[: -len("s.pt")]) for path in (run_dir / "checkpoints").iterdir())
+    assert saved == pytest.approx([0.0, 4.0, 4.8, 5.6, 6.4, 7.2, 8.0])
+    assert the_run(tmp_path)[1]["completed"]
+
+
 def test_the_checkpoint_holds_the_replay_memory_with_the_true_last_observation_at_a_truncation(tmp_path):
     """The saved replay memory, row by row (4 envs per step): each transition's next observation is the next
     row's observation, except at a time-limit truncation (every 0.5 s here), where it is the episode's true last

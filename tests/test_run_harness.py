@@ -2,6 +2,7 @@
 the run folder, run.json, the evaluation videos, and the defects each fixed with a test that failed before."""
 
 import ast
+import contextlib
 import json
 import math
 import os
@@ -254,6 +255,106 @@ def test_eval_model_with_track_and_no_wandb_login_says_how_to_fix_it(saved_model
     result = run_script("dau_continuous.py", "--eval-model", str(saved_model), "--track", cwd=tmp_path, env=env,
                         check=False)  # fmt: skip
     assert result.returncode != 0 and "wandb login" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "script,damage,message",
+    [
+        ("dau_continuous.py", "missing", "no such file"),
+        ("dau_continuous.py", "not torch", "is not a readable model file"),
+        ("dau_continuous.py", "truncated", "is not a readable model file"),
+        ("dau_continuous.py", "other keys", "is not a model saved by --save-model (it has no args)"),
+        ("dau_continuous.py", "other shapes", "its value does not fit dau_continuous.py's"),
+        ("ddpg_baseline.py", None, "has no qf: a model of another script"),  # dau_continuous.py's model
+    ],
+)
+def test_eval_model_refuses_a_file_that_is_not_a_model_in_one_line(script, damage, message, saved_model, tmp_path):
+    """As --resume does for its checkpoint: a missing file, a file that is not torch's (/etc/passwd), a model.pt
+    cut short, a torch file without a model's keys, a network of other shapes and another script's model each end
+    in one line that names the file, not a traceback."""
+    model = tmp_path / "model.pt"
+    if damage is None:
+        model = saved_model
+    elif damage == "missing":
+        model = tmp_path / "nowhere" / "model.pt"
+    elif damage == "not torch":
+        model = Path("/etc/passwd")
+    elif damage == "truncated":
+        model.write_bytes(saved_model.read_bytes()[: saved_model.stat().st_size // 2])
+    elif damage == "other keys":
+        torch.save({"weights": torch.zeros(3)}, model)
+    elif damage == "other shapes":
+        torch.save({**torch.load(saved_model, weights_only=True), "value": {"net.0.weight": torch.zeros(2, 2)}}, model)
+    result = run_script(script, "--eval-model", str(model), cwd=tmp_path, check=False, timeout=120)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1, result.stderr[-2000:]
+    assert lines[0].startswith(f"error: --eval-model {model}: ") and message in lines[0]
+
+
+def test_model_pt_is_written_atomically(tmp_path, monkeypatch):
+    """A kill or an error while model.pt (or checkpoints/<time>s.pt) is written leaves the previous file whole."""
+    path, network = tmp_path / "model.pt", torch.nn.Linear(2, 2)
+    run = SimpleNamespace(args=SimpleNamespace(seed=1), state={"optimizer": torch.optim.RMSprop(network.parameters())},
+                          networks={"qf": network})  # fmt: skip
+    run_harness.Run.save_model(run, str(path))
+    whole = path.read_bytes()
+
+    def killed_midway(data, file):  # half a file, then the process is stopped
+        with open(file, "wb") if isinstance(file, str | os.PathLike) else contextlib.nullcontext(file) as out:
+            out.write(whole[: len(whole) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", killed_midway)
+    with pytest.raises(KeyboardInterrupt):
+        run_harness.Run.save_model(run, str(path))
+    assert path.read_bytes() == whole
+
+
+def test_the_rounds_after_the_last_diagnostics_row_get_a_row_at_the_end(tmp_path):
+    """diagnostics.csv every 1.2 s (--eval-every 12) with rounds of 0.4 s and a 4-s budget: rows at 0.4, 1.2, 2.4
+    and 3.6 s, and at the end one for the round after the last (it used to be dropped), at the final evaluation's
+    physical time and updates."""
+    args = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--eval-every", "12", "--total-time", "4"]
+    run_script("dau_discrete.py", *args, cwd=tmp_path)
+    (run_dir,) = tmp_path.glob("runs/*__*")
+    rows, final = read_csv(run_dir / "diagnostics.csv"), read_evals(tmp_path)[-1]
+    assert [float(row["physical_time"]) for row in rows] == pytest.approx([0.4, 1.2, 2.4, 3.6, 4.0])
+    assert (rows[-1]["physical_time"], rows[-1]["updates"]) == (final["physical_time"], final["updates"])
+    assert all(math.isfinite(float(value)) for value in rows[-1].values())
+
+
+RELEASE_PROBE = """
+import gc, runpy, sys, weakref
+sys.path.insert(0, {root!r})
+import run_harness
+
+start = run_harness.Run.start
+
+
+def probed_start(self, *args, **kwargs):  # the loaded checkpoint's replay rows, watched through a weak reference
+    replay_rows = weakref.ref(self.resumed["state"]["replay"]["fields"][0])
+    obs = start(self, *args, **kwargs)
+    gc.collect()
+    print("the loaded replay rows are still held:", replay_rows() is not None, flush=True)
+    return obs
+
+
+run_harness.Run.start = probed_start
+sys.argv[0] = {script!r}
+runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
+def test_a_resumed_run_releases_the_loaded_checkpoint_once_restored(tmp_path):
+    """The checkpoint loaded for --resume (its copy of the replay memory included) is let go once its state is
+    restored: the run holds one copy of the memory, not two (check_memory budgets the live one and a checkpoint's)."""
+    probe = tmp_path / "dau_discrete_probed.py"
+    probe.write_text(RELEASE_PROBE.format(root=str(ROOT), script=str(ROOT / "dau_discrete.py")))
+    args = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "2", "--checkpoint-every", "100"]
+    run_script("dau_discrete.py", *args, cwd=tmp_path)
+    (run_dir,) = tmp_path.glob("runs/*__*")
+    result = run_script(str(probe), "--resume", str(run_dir), "--total-time", "2.8", cwd=tmp_path)
+    assert "the loaded replay rows are still held: False" in result.stdout, result.stdout[-2000:]
 
 
 def test_every_torch_load_of_a_file_is_weights_only():
