@@ -27,6 +27,8 @@ import torch.nn as nn
 from run_harness import Run, RunArgs, graphed, make_vector_env
 
 
+# A None default below is the env's own, from the paper's per-environment settings in dt_wrappers.ENV_SETTINGS
+# (filled in by Run); --help prints them as a table above the arguments, the "table above".
 @dataclass
 class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --track, --resume, ...), run_harness.py
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
@@ -275,13 +277,13 @@ def evaluate(advantage, eval_envs):
 
 if __name__ == "__main__":
     # Arguments checked, run folder, W&B, seeds and evaluation envs: run_harness.py.
-    run = Run(Args, __doc__, __file__, gym.spaces.Discrete, "dau_continuous.py", check_args)
+    run = Run(Args, description=__doc__, script_file=__file__, action_space=gym.spaces.Discrete, check_args=check_args)
     args, dt, device = run.args, run.dt, run.device
     obs_dim, num_actions = run.probe.observation_space.shape[0], int(run.probe.action_space.n)
     normalizer = Normalizer(obs_dim).to(device)
     value = Value(obs_dim, args.hidden_size, normalizer).to(device)
     advantage = Advantage(obs_dim, num_actions, args.hidden_size, normalizer).to(device)
-    networks = {"normalizer": normalizer, "value": value, "advantage": advantage}
+    networks = {"normalizer": normalizer, "value": value, "advantage": advantage}  # what model.pt keeps
 
     def act(obs):  # the deterministic policy on one observation, for the videos
         with torch.no_grad():
@@ -290,7 +292,7 @@ if __name__ == "__main__":
     def evaluate_policy():
         return evaluate(advantage, run.eval_envs)
 
-    run.evaluate_saved_model(networks, evaluate_policy, act)  # --eval-model: evaluate, then exit
+    run.evaluate_saved_model(networks, evaluate=evaluate_policy, act=act)  # --eval-model: evaluates, then exits
     targets = {}  # DAU has no target networks: it bootstraps on V itself
     # RMSprop without momentum, learning rates alpha * dt and smoothing 1 - dt (Alg. 1).
     optimizer = torch.optim.RMSprop(
@@ -309,7 +311,10 @@ if __name__ == "__main__":
     train_round = graphed(train_round, device)  # on a GPU, the round launched at once as one CUDA graph
     obs, _ = envs.reset(seed=args.seed)
     state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise}  # what --resume restores
-    obs = run.start(envs, obs, state, networks, evaluate_policy, act, DIAGNOSTICS)
+    # Returns the observations to go on from: on a --resume, the checkpoint's in place of the reset's.
+    obs = run.start(
+        envs, obs, state=state, networks=networks, evaluate=evaluate_policy, act=act, diagnostics=DIAGNOSTICS
+    )
     with run:  # Ctrl-C stops at once, keeping what was logged; SIGTERM after the round, with a checkpoint
         for _ in run.rounds():  # evaluations and checkpoints fall between rounds, at multiples of their intervals
             changed_action, failures = torch.zeros((), device=device), 0  # this round's, for diagnostics.csv
@@ -330,4 +335,4 @@ if __name__ == "__main__":
             round_stats = [changed_action / args.steps_per_round,
                            torch.tensor(failures / run.round_time, device=device),
                            gradient_rms(optimizer, value), gradient_rms(optimizer, advantage)]  # fmt: skip
-            run.end_round(obs, stats, round_stats)  # diagnostics.csv and W&B
+            run.end_round(stats=stats, round_stats=round_stats, obs=obs)  # diagnostics.csv, W&B; obs: checkpoints

@@ -27,6 +27,8 @@ from dt_wrappers import check_dt
 from run_harness import Run, RunArgs, graphed, make_vector_env, require_positive
 
 
+# A None default below is the env's own, from the paper's per-environment settings in dt_wrappers.ENV_SETTINGS
+# (filled in by Run); --help prints them as a table above the arguments, the "table above".
 @dataclass
 class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --track, --resume, ...), run_harness.py
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
@@ -274,14 +276,14 @@ def evaluate(actor, eval_envs, action_low, action_high):
 
 if __name__ == "__main__":
     # Arguments checked, run folder, W&B, seeds and evaluation envs: run_harness.py.
-    run = Run(Args, __doc__, __file__, gym.spaces.Box, "dqn_baseline.py", check_args)
+    run = Run(Args, description=__doc__, script_file=__file__, action_space=gym.spaces.Box, check_args=check_args)
     args, dt, device = run.args, run.dt, run.device
     obs_dim, action_dim = run.probe.observation_space.shape[0], run.probe.action_space.shape[0]
     action_low, action_high = run.probe.action_space.low, run.probe.action_space.high
     normalizer = Normalizer(obs_dim).to(device)
     qf = QNetwork(obs_dim, action_dim, args.hidden_size, normalizer).to(device)
     actor = Actor(obs_dim, action_dim, args.hidden_size, normalizer).to(device)
-    networks = {"normalizer": normalizer, "qf": qf, "actor": actor}
+    networks = {"normalizer": normalizer, "qf": qf, "actor": actor}  # what model.pt keeps
 
     def act(obs):  # the deterministic policy on one observation, for the videos
         with torch.no_grad():
@@ -291,7 +293,7 @@ if __name__ == "__main__":
     def evaluate_policy():
         return evaluate(actor, run.eval_envs, action_low, action_high)
 
-    run.evaluate_saved_model(networks, evaluate_policy, act)  # --eval-model: evaluate, then exit
+    run.evaluate_saved_model(networks, evaluate=evaluate_policy, act=act)  # --eval-model: evaluates, then exits
     target_qf, target_actor = copy.deepcopy(qf), copy.deepcopy(actor)
     target_qf.normalizer = target_actor.normalizer = normalizer  # targets see the current normalisation
     targets = {"target_qf": target_qf, "target_actor": target_actor}
@@ -315,7 +317,10 @@ if __name__ == "__main__":
     train_round = graphed(train_round, device)  # on a GPU, the round launched at once as one CUDA graph
     obs, _ = envs.reset(seed=args.seed)
     state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise}  # what --resume restores
-    obs = run.start(envs, obs, state, networks, evaluate_policy, act, DIAGNOSTICS)
+    # Returns the observations to go on from: on a --resume, the checkpoint's in place of the reset's.
+    obs = run.start(
+        envs, obs, state=state, networks=networks, evaluate=evaluate_policy, act=act, diagnostics=DIAGNOSTICS
+    )
     with run:  # Ctrl-C stops at once, keeping what was logged; SIGTERM after the round, with a checkpoint
         for _ in run.rounds():  # evaluations and checkpoints fall between rounds, at multiples of their intervals
             noise_size, action_size, failures = torch.zeros((), device=device), torch.zeros((), device=device), 0
@@ -337,4 +342,4 @@ if __name__ == "__main__":
             round_stats = [noise_size / args.steps_per_round, action_size / args.steps_per_round,
                            torch.tensor(failures / run.round_time, device=device),
                            gradient_rms(optimizer, qf), gradient_rms(optimizer, actor)]  # fmt: skip
-            run.end_round(obs, stats, round_stats)  # diagnostics.csv and W&B
+            run.end_round(stats=stats, round_stats=round_stats, obs=obs)  # diagnostics.csv, W&B; obs: checkpoints

@@ -68,6 +68,9 @@ RESUME_MAY_CHANGE = ("resume", "total_time", "track", "save_model", "capture_vid
 # diagnostics' sums since the last row, the last evaluation and the seconds spent evaluating.
 COUNTERS = ("rounds_done", "evaluations", "log_rows", "checkpoints", "window", "window_rounds", "last_eval",
             "eval_seconds")  # fmt: skip
+# What an env with the other kind of actions is told to use (the scripts for its actions, each with its baseline).
+SCRIPTS_FOR_ACTIONS = {gym.spaces.Box: ("continuous", "dau_continuous.py or ddpg_baseline.py"),
+                       gym.spaces.Discrete: ("discrete", "dau_discrete.py or dqn_baseline.py")}  # fmt: skip
 PREEMPTED_EXIT_CODE = 75  # under `wandb agent`, a SIGTERMed run exits with this (EX_TEMPFAIL): the sweep requeues it
 NON_FINITE_LOSS = "non-finite loss"  # run.json's stopped_by for a run that diverged: run again, it diverges again
 # Arguments that change nothing a run computes: a run's identity (run_identity) leaves them out.
@@ -679,9 +682,11 @@ class Run:
     loop stays in the script; the counters are integers (rounds, evaluations, log rows, checkpoints done), so
     evaluations and checkpoints fall on exact multiples of their intervals."""
 
-    def __init__(self, args_class, description, script_file, action_space, other_script, check_args):
-        """Parse and check the arguments, refusing bad input before any work; make the run folder and start W&B;
-        seed every generator; make the evaluation envs (`self.eval_envs`) and a probe env (`self.probe`)."""
+    def __init__(self, args_class, *, description, script_file, action_space, check_args):
+        """Parse and check the arguments (`args_class`, the script's Args; `check_args(args)`, its checks of its own
+        flags), refusing bad input before any work (an env whose actions are not an `action_space` among it: the
+        harness names the scripts for its actions); make the run folder and start W&B; seed every generator; make
+        the evaluation envs (`self.eval_envs`) and a probe env (`self.probe`)."""
         self.script = os.path.basename(script_file)
         args, self.resumed = parse_args(args_class, description + "\n" + settings_help(), self.script)
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (read when CUDA starts)
@@ -696,8 +701,8 @@ class Run:
                     setattr(args, name, self.model["args"][name])
             self.probe = make_env(args.env_id, dt=args.dt, time_limit=args.time_limit)
             if not isinstance(self.probe.action_space, action_space):
-                kind = "discrete" if action_space is gym.spaces.Box else "continuous"
-                raise ValueError(f"{args.env_id} has {kind} actions: use {other_script}")
+                kind, scripts = SCRIPTS_FOR_ACTIONS[type(self.probe.action_space)]
+                raise ValueError(f"{args.env_id} has {kind} actions: use {scripts}")
             self.dt = self.probe.get_wrapper_attr("dt")
             if self.probe.get_wrapper_attr("max_steps") is None:  # evaluation runs whole episodes
                 raise ValueError(f"{args.env_id} has no episode time limit: pass --time-limit (seconds)")
@@ -757,10 +762,10 @@ class Run:
         wandb.define_metric("*", step_metric="physical_time")  # the paper's x axis
         self.wandb_id = wandb.run.id
 
-    def evaluate_saved_model(self, networks, evaluate, act):
+    def evaluate_saved_model(self, networks, *, evaluate, act):
         """--eval-model: load the networks (a dict of modules, as saved), evaluate them with `evaluate()` (the
         mean scaled return over the evaluation envs), record a video with `act` (observation -> env action) if
-        asked, and exit. Without --eval-model, nothing."""
+        asked, and exit the process. Without --eval-model, nothing."""
         if not self.args.eval_model:
             return
         if missing := [name for name in networks if name not in self.model]:
@@ -785,7 +790,7 @@ class Run:
             self.wandb.finish()
         sys.exit(0)
 
-    def start(self, envs, obs, state, networks, evaluate, act, diagnostics):
+    def start(self, envs, obs, *, state, networks, evaluate, act, diagnostics):
         """Open the logs and, for a resumed run, put back the checkpoint's state: `state` (a dict of the script's
         objects with state_dict / load_state_dict: networks, optimizer, replay memory, noise), the training envs
         `envs` and their observations `obs`, the evaluation envs and the generators. `networks` is what model.pt
@@ -903,7 +908,7 @@ class Run:
             self.save_model(os.path.join(self.run_dir, "checkpoints", f"{self.physical_time:.1f}s.pt"))
         self.completed = True
 
-    def end_round(self, obs, stats, round_stats):
+    def end_round(self, *, stats, round_stats, obs):
         """After a round's updates: `obs` the envs' observations now (for a checkpoint), `stats` the updates'
         statistics (updates x TRAINING_STATS, on the device), `round_stats` the round's own (ROUND_STATS). Stops
         the run on a non-finite loss; advances the clock; writes diagnostics.csv and W&B every --eval-every / 10."""

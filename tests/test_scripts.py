@@ -24,12 +24,12 @@ from dt_wrappers import ENV_SETTINGS
 
 CONTINUOUS, DISCRETE = ["dau_continuous.py", "ddpg_baseline.py"], ["dau_discrete.py", "dqn_baseline.py"]
 SCRIPTS = CONTINUOUS + DISCRETE
-# script -> (an env of its action type at dt 0.01, the other type's env, the script it should point to)
+# script -> (an env of its action type at dt 0.01, the other type's env, the scripts it should point to)
 ACTION_TYPES = {
-    "dau_continuous.py": (["--env-id", "Pendulum-v1"], "CartPole-v1", "dau_discrete.py"),
-    "ddpg_baseline.py": (["--env-id", "Pendulum-v1"], "CartPole-v1", "dqn_baseline.py"),
-    "dau_discrete.py": (["--env-id", "CartPole-v1"], "Pendulum-v1", "dau_continuous.py"),
-    "dqn_baseline.py": (["--env-id", "CartPole-v1"], "Pendulum-v1", "ddpg_baseline.py"),
+    "dau_continuous.py": (["--env-id", "Pendulum-v1"], "CartPole-v1", "dau_discrete.py or dqn_baseline.py"),
+    "ddpg_baseline.py": (["--env-id", "Pendulum-v1"], "CartPole-v1", "dau_discrete.py or dqn_baseline.py"),
+    "dau_discrete.py": (["--env-id", "CartPole-v1"], "Pendulum-v1", "dau_continuous.py or ddpg_baseline.py"),
+    "dqn_baseline.py": (["--env-id", "CartPole-v1"], "Pendulum-v1", "dau_continuous.py or ddpg_baseline.py"),
 }
 
 
