@@ -761,10 +761,11 @@ class Run:
 
     def _log_diagnostics(self, sps):
         """A row of diagnostics.csv (and W&B): the means over the rounds since the last row."""
-        means = (self.window / self.window_rounds).tolist()
-        diagnostics = dict(zip(self.diagnostics, [*means, means[3] / means[0]], strict=True))
+        means = dict(zip(self.diagnostics[:-1], (self.window / self.window_rounds).tolist(), strict=True))
+        td, td_terminal = means["losses/td"], means["losses/td_terminal"]  # the terminal transitions' share of it
+        diagnostics = means | {"batch/terminal_td_share": td_terminal / td if td else math.nan}
         self.diagnostics_csv.writerow([f"{self.physical_time:.6f}", self.env_steps, self.updates,
-                                       *(f"{mean:.6g}" for mean in diagnostics.values())])  # fmt: skip
+                                       *(f"{diagnostics[name]:.6g}" for name in self.diagnostics)])  # fmt: skip
         self.diagnostics_file.flush()
         self.window, self.window_rounds = torch.zeros_like(self.window), 0
         if self.args.track and self.updates > self.wandb_has["updates"]:

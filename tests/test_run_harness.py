@@ -3,6 +3,8 @@ the run folder, run.json, the evaluation videos, and the defects each fixed with
 
 import ast
 import contextlib
+import csv
+import io
 import json
 import math
 import os
@@ -355,6 +357,25 @@ def test_a_resumed_run_releases_the_loaded_checkpoint_once_restored(tmp_path):
     (run_dir,) = tmp_path.glob("runs/*__*")
     result = run_script(str(probe), "--resume", str(run_dir), "--total-time", "2.8", cwd=tmp_path)
     assert "the loaded replay rows are still held: False" in result.stdout, result.stdout[-2000:]
+
+
+@pytest.mark.parametrize(
+    "names,sums,share",
+    [
+        (dau_discrete.DIAGNOSTICS, [0.0, 3.0, 1.0, 0.0, 0.5, 0.1, 2.0, 0.3, 0.4], "nan"),  # a TD loss of exactly 0
+        (("values/v", "losses/td_terminal", "losses/td", "batch/terminal_td_share"), [5.0, 1.0, 4.0], "0.25"),
+    ],
+)
+def test_the_diagnostics_row_reads_the_stats_by_name(names, sums, share):
+    """The terminal transitions' share of the TD loss is losses/td_terminal / losses/td, found by their names in
+    the script's DIAGNOSTICS, not by their places; nan, not a ZeroDivisionError, when the TD loss is exactly 0."""
+    written = io.StringIO()
+    run = SimpleNamespace(diagnostics=names, window=torch.tensor(sums, dtype=torch.float64) * 2, window_rounds=2,
+                          diagnostics_csv=csv.writer(written), diagnostics_file=written, physical_time=0.4,
+                          env_steps=40, updates=2, log_rows=0, args=SimpleNamespace(track=False))  # fmt: skip
+    run_harness.Run._log_diagnostics(run, sps=0.0)
+    row = written.getvalue().strip().split(",")
+    assert row[-1] == share and row[3:-1] == [f"{value:.6g}" for value in sums] and run.log_rows == 1
 
 
 def test_every_torch_load_of_a_file_is_weights_only():
