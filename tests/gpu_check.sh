@@ -91,7 +91,7 @@ parts = [
     ("dau_continuous.py", "step", "OUNoise.step"),
     ("dau_continuous.py", "forward", "networks' forward"),
     ("run_harness.py", "replay", "graph replay (launch)"),
-    ("run_harness.py", "step", "EnvWorkers.step (--env-workers)"),
+    ("env_workers.py", "step", "EnvWorkers.step (--env-workers)"),
     ("~", "<method 'cpu' of 'torch._C.TensorBase' objects>", "Tensor.cpu (GPU waits)"),
     ("~", "<method 'numpy' of 'torch._C.TensorBase' objects>", "Tensor.numpy"),
 ]
