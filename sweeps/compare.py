@@ -7,11 +7,11 @@ table's scale, and the probability that a variant's run scores above a run of th
 
 Each folder holds runs as sweeps/plot.py reads them; the DAU runs (of a DAU script or of a probe's patched copy of
 one, archive.algorithm; any label, but one a folder, or compare.py refuses it) of the reference folder (--reference,
-the paper's grid) and of each variant's
-folder with the same budget are compared. The numbers are plot.py's: each run's score is the mean of its evaluations
-over the second half of its training time, the intervals are its bootstraps, and the scale (untrained level and
-best) is the one of the reference folder's table for the environment, so that a variant reads against the paper's
-DAU on one scale.
+the paper's grid) and of each variant's folder with the same budget are compared, at the same seeds (--seeds, or
+the variants' own: a five-seed grid against the reference's seeds 1 to 5, however many more it has). The numbers
+are plot.py's: each run's score is the mean of its evaluations over the second half of its training time, the
+intervals are its bootstraps, and the scale (untrained level and best) is the one of the reference folder's table
+for the environment at those seeds, so that a variant reads against the paper's DAU on one scale.
 """
 
 import functools
