@@ -77,9 +77,11 @@ NOT_COMPUTED = ("exp_name", "cpu", "track", "wandb_project_name", "wandb_entity"
 # such key, and reads as this (the commit that added the argument, which kept the numbers of the code before it).
 VALUE_BEFORE = {"round_seconds": None,  # 5a765e3: --round-seconds, off by default
                 "value_update": "all",  # 5c015d2: V learns from every transition, as in Alg. 1
-                "value_learning_rate": None}  # 6dc78e5: one step size for V and A, as in Alg. 1  # fmt: skip
+                "value_learning_rate": None,  # 6dc78e5: one step size for V and A, as in Alg. 1
+                "learning_rate_reference_dt": None, "terminal_rows": 0,  # dau_discrete_td_noise.py's options, off
+                "weight_decay": 0.0}  # fmt: skip
 # Scripts that compute what another script computes with the same arguments (its options off: a test checks it).
-SAME_COMPUTATION = {"dau_discrete_beyond_paper.py": "dau_discrete.py"}
+SAME_COMPUTATION = {"dau_discrete_beyond_paper.py": "dau_discrete.py", "dau_discrete_td_noise.py": "dau_discrete.py"}
 
 
 @dataclass

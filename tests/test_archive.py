@@ -61,7 +61,9 @@ def test_a_grid_point_is_what_its_run_computes():
     assert run_identity("dqn_baseline.py", args) != point
     before = {key: value for key, value in args.items() if key not in ("value_update", "value_learning_rate")}
     assert run_identity("dau_discrete.py", before) == point  # a run.json from before those options
-    assert run_identity("dau_discrete_beyond_paper.py", args) == point  # the variant script, its options off
+    assert run_identity("dau_discrete_beyond_paper.py", args) == point  # the variant scripts, their options off
+    assert run_identity("dau_discrete_td_noise.py", args | {"terminal_rows": 0, "weight_decay": 0.0}) == point
+    assert run_identity("dau_discrete_td_noise.py", args | {"terminal_rows": 64}) != point
 
 
 def label(script, env_id="CartPole-v1", dt=0.01, **given):
@@ -80,6 +82,8 @@ def test_a_run_is_labelled_by_its_algorithm_and_its_non_default_arguments():
     assert label("dau_discrete_beyond_paper.py", ou_sigma=15, exploration="ou-scaled") == (
         "DAU+exploration=ou-scaled+ou_sigma=15"
     )
+    assert label("dau_discrete_td_noise.py") == "DAU"
+    assert label("dau_discrete_td_noise.py", terminal_rows=64) == "DAU+terminal_rows=64"
     # --round-seconds sets steps and updates per round: the label shows the option, not what it set.
     assert label("dau_discrete.py", dt=0.001, round_seconds=0.1) == "DAU+round_seconds=0.1"
     # dau_discrete.py's run.json: before the options (none of them), with them (off or on), and today's.

@@ -1,0 +1,389 @@
+"""Deep Advantage Updating (DAU) for discrete actions, with options against TD noise that grows like 1 / dt.
+
+dau_discrete.py, the paper's Alg. "Deep Advantage Updating (Discrete actions)", plus three options the paper does not
+use, each off by default (docs/reproduce.md, "Beyond the paper"). In CartPole the TD error's second moment grows like
+1 / dt (the O(1) jumps of V at terminal transitions), and RMSprop divides the steps by its square root:
+--learning-rate-reference-dt DT0 (the learning rates alpha * sqrt(dt * DT0), the paper's Discussion on RMSprop),
+--terminal-rows N_T (N_T more rows per batch drawn from the terminal transitions, stratified: the same expected
+update, less variance) and --weight-decay (decoupled, outside RMSprop's normalisation, as AdamW). With its defaults
+it computes what dau_discrete.py computes, to the bit: `diff dau_discrete.py dau_discrete_td_noise.py` shows exactly
+the options.
+
+    python dau_discrete_td_noise.py --dt 0.0005 --learning-rate-reference-dt 0.01
+    python dau_discrete_td_noise.py --dt 0.0005 --terminal-rows 64
+
+Writes runs/<run_name>/evals.csv (scaled return vs physical time); --track logs to W&B.
+"""
+
+import copy
+import math
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+
+from run_harness import Run, RunArgs, graphed, make_vector_env, require_positive
+
+
+# A None default below is the env's own, from the paper's per-environment settings in dt_wrappers.ENV_SETTINGS
+# (filled in by Run); --help prints them as a table above the arguments, the "table above".
+@dataclass
+class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --track, --resume, ...), run_harness.py
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment (part of the run name)"""
+    env_id: str = "CartPole-v1"
+    """a discrete-action environment supported by dt_wrappers"""
+    dt: float | None = None
+    """time step in seconds; None: the environment's native step"""
+    total_time: float | None = None
+    """training budget in physical seconds of interaction, summed over all training envs (the paper's x axis);
+    None: the env's default (table above)"""
+    time_limit: float | None = None
+    """episode length in physical seconds; None: the environment's native duration"""
+    num_envs: int = 256
+    """parallel training environments"""
+    num_eval_envs: int = 8
+    """evaluation environments (one deterministic episode each)"""
+    eval_every: float | None = None
+    """physical seconds of training between evaluations; None: the env's default (table above)"""
+    steps_per_round: int = 10
+    """environment steps per round, in every env (paper: nb_steps)"""
+    updates_per_round: int = 50
+    """gradient steps per round (paper: nb_learn)"""
+    round_seconds: float | None = None
+    """physical seconds each env steps per round, at every dt (--steps-per-round becomes round(this / dt), with
+    updates_per_round / steps_per_round updates per step); None: --steps-per-round steps whatever dt (the paper's)"""
+    batch_size: int = 256
+    """transitions per gradient step (paper: N)"""
+    buffer_time: float | None = None
+    """replay memory in physical seconds of interaction, summed over all training envs (like --total-time), so
+    the same at every dt; None: the env's default (table above)"""
+    gamma: float = 0.8
+    """discount per physical second; a step is discounted by gamma**dt"""
+    learning_rate: float = 0.1
+    """alpha_V = alpha_A: the learning rates are alpha * dt (or alpha * sqrt(dt * DT0), --learning-rate-reference-dt)"""
+    learning_rate_reference_dt: float | None = None
+    """DT0: the learning rates alpha * sqrt(dt * DT0), alpha * dt at dt = DT0 (beyond the paper: its Discussion's rule
+    for TD errors whose variance grows like 1 / dt); None: alpha * dt (Alg. 1)"""
+    terminal_rows: int = 0
+    """N_T: a batch is --batch-size uniform rows plus N_T rows drawn from the terminal transitions, stratified so
+    that the expected update is Alg. 1's (beyond the paper); 0: uniform rows only (Alg. 1)"""
+    weight_decay: float = 0.0
+    """lambda: after each step the weights shrink by 1 - lr * lambda, outside RMSprop's normalisation (decoupled, as
+    AdamW; beyond the paper); 0: none (Alg. 1)"""
+    exploration: Literal["ou", "epsilon"] = "ou"
+    """ou: argmax of the advantages plus an OU process (Sec. 4.2); epsilon: epsilon-greedy (collapses as dt -> 0)"""
+    epsilon: float = 0.1
+    """probability of a uniformly random action per step, with --exploration epsilon"""
+    ou_kappa: float = 7.5
+    """stiffness of the Ornstein-Uhlenbeck exploration noise (per second)"""
+    ou_sigma: float = 1.5
+    """scale of the Ornstein-Uhlenbeck exploration noise (per sqrt(second))"""
+    normalize_obs: bool | None = None
+    """normalise observations by their running mean and std (True or False); None: the env's default (table above)"""
+    hidden_size: int = 256
+    """width of the two hidden layers"""
+
+
+def check_args(args):
+    """Refuse values of this script's own flags that cannot give a meaningful run (run_harness checks the rest)."""
+    if not 0 <= args.epsilon <= 1:
+        raise ValueError(f"--epsilon must be in [0, 1], got {args.epsilon}")
+    if args.learning_rate_reference_dt is not None:
+        require_positive(args, "learning_rate_reference_dt")
+    if args.terminal_rows < 0 or not 0 <= args.weight_decay < math.inf:
+        raise ValueError(
+            f"--terminal-rows and --weight-decay must be >= 0, got {args.terminal_rows}, {args.weight_decay}"
+        )
+
+
+def mlp(inputs, outputs, hidden_size):
+    # The paper's network (appendix "Global hyperparameters").
+    return nn.Sequential(
+        nn.Linear(inputs, hidden_size), nn.LayerNorm(hidden_size), nn.ReLU(),
+        nn.Linear(hidden_size, hidden_size), nn.LayerNorm(hidden_size), nn.ReLU(),
+        nn.Linear(hidden_size, outputs),
+    )  # fmt: skip
+
+
+class Normalizer(nn.Module):
+    """Running mean and std of every observation seen; the identity until updated."""
+
+    def __init__(self, obs_dim):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(()))
+        self.register_buffer("mean", torch.zeros(obs_dim))
+        self.register_buffer("var", torch.ones(obs_dim))
+
+    def update(self, obs):
+        # Merge the batch's moments into the running ones (Chan et al.), on device, no sync.
+        batch_count, batch_mean = obs.shape[0], obs.mean(0)
+        delta, total = batch_mean - self.mean, self.count + batch_count
+        merged_squares = self.var * self.count + obs.var(0, unbiased=False) * batch_count
+        self.var.copy_((merged_squares + delta**2 * self.count * batch_count / total) / total)
+        self.mean.add_(delta * batch_count / total)
+        self.count.copy_(total)
+
+    def forward(self, obs):
+        # A std floor of 0.1 (as in the authors' code): near-constant features (BipedalWalker's lidar and
+        # contact flags) are centred, not multiplied by up to 1 / their tiny std.
+        return (obs - self.mean) / self.var.sqrt().clamp_min(0.1)
+
+
+class Value(nn.Module):
+    """V_theta(s)."""
+
+    def __init__(self, obs_dim, hidden_size, normalizer):
+        super().__init__()
+        self.normalizer, self.net = normalizer, mlp(obs_dim, 1, hidden_size)
+
+    def forward(self, obs):
+        return self.net(self.normalizer(obs)).squeeze(-1)
+
+
+class Advantage(nn.Module):
+    """Abar_psi(s, .) for all actions; the advantage is A(s, a) = Abar(s, a) - max_a' Abar(s, a') (Alg. 1)."""
+
+    def __init__(self, obs_dim, num_actions, hidden_size, normalizer):
+        super().__init__()
+        self.normalizer, self.net = normalizer, mlp(obs_dim, num_actions, hidden_size)
+
+    def forward(self, obs):
+        return self.net(self.normalizer(obs))
+
+
+class OUNoise:
+    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (eq. orn_uhl), one per env,
+    started from its stationary law N(0, sigma^2 / (2 kappa)) and never reset."""
+
+    def __init__(self, shape, kappa, sigma, dt, device):
+        # The exact step: z(t + dt) given z(t) is N(z(t) e^(-kappa dt), sigma^2 (1 - e^(-2 kappa dt)) / (2 kappa)),
+        # so the process has the same law at every dt. (The authors' Euler step z += -kappa z dt + sigma sqrt(dt) N
+        # inflates the std by 11% at dt 0.05 and diverges for kappa dt >= 2.)
+        self.decay = math.exp(-kappa * dt)
+        self.scale = sigma * math.sqrt((1 - self.decay**2) / (2 * kappa))
+        self.z = torch.randn(shape, device=device) * sigma / math.sqrt(2 * kappa)
+
+    def step(self):
+        self.z.mul_(self.decay).add_(self.scale * torch.randn_like(self.z))
+        return self.z
+
+    def state_dict(self):
+        return {"z": self.z}
+
+    def load_state_dict(self, state):
+        self.z.copy_(state["z"])
+
+
+class ReplayBuffer:
+    """Ring buffer of (s, a, r, terminated, s') on the training device."""
+
+    def __init__(self, capacity, obs_dim, device):
+        self.capacity, self.size, self.position = capacity, 0, 0
+        # torch.empty, which deterministic mode (on the CPU) fills with NaN: the memory is all committed here, and
+        # a row read before it is written would be NaN, not a silent zero. Only filled rows are ever sampled.
+        self.fields = [torch.empty((capacity, dim), device=device) for dim in (obs_dim, 1, 1, 1, obs_dim)]
+
+    def add(self, *transition):
+        rows = torch.arange(self.position, self.position + len(transition[0])) % self.capacity
+        for field, values in zip(self.fields, transition, strict=True):
+            field[rows] = torch.as_tensor(values, dtype=torch.float32, device=field.device).reshape(len(rows), -1)
+        self.position = (self.position + len(rows)) % self.capacity
+        self.size = min(self.size + len(rows), self.capacity)
+
+    def sample(self, num_batches, batch_size, terminal_rows=0):
+        """`num_batches` batches in one gather: (obs, action, reward, terminated, next_obs); with terminal_rows N_T,
+        N_T rows more from the terminal transitions and each row's weight in the batch's mean (stratified_weights)."""
+        index = torch.randint(self.size, (num_batches, batch_size), device=self.fields[0].device)
+        if terminal_rows:
+            terminal = self.fields[3][: self.size, 0].nonzero().squeeze(-1)  # the buffer's terminal rows
+            pick = torch.randint(max(len(terminal), 1), (num_batches, terminal_rows), device=index.device)
+            index = torch.cat([index, terminal[pick] if len(terminal) else pick], 1)  # (none yet: weight 0 below)
+        obs, action, reward, terminated, next_obs = (field[index] for field in self.fields)
+        batch = [obs, action.long(), reward.squeeze(-1), terminated.squeeze(-1), next_obs]
+        if terminal_rows:
+            batch.append(stratified_weights(batch[3], batch_size, int(self.fields[3][: self.size].sum()), self.size))
+        return batch
+
+    def state_dict(self):  # the filled rows only
+        # Host tensors: the filled rows copied (from a GPU, straight to host memory); a full ring on the CPU as it is.
+        fields = [field[: self.size].to("cpu", copy=True) if self.size < self.capacity else field.cpu()
+                  for field in self.fields]  # fmt: skip
+        return {"capacity": self.capacity, "size": self.size, "position": self.position, "fields": fields}
+
+    def load_state_dict(self, state):
+        # A larger --total-time can enlarge a buffer that never wrapped (see buffer_rows): rows keep their places.
+        self.size = state["size"]
+        self.position = state["position"] if state["capacity"] == self.capacity else self.size
+        for field, saved in zip(self.fields, state["fields"], strict=True):
+            field[: self.size].copy_(saved)
+
+
+def stratified_weights(terminated, batch_size, terminal_count, size):
+    """--terminal-rows: each row's weight in the batch's mean. Over a buffer of `size` rows, `terminal_count` of them
+    terminal (share d), the mean of f is mean((1 - d_i) f) over uniform rows plus d times the mean of f over terminal
+    rows: the first `batch_size` rows (uniform) weigh (1 - d_i) / batch_size, the others d / N_T. Same expectation as
+    the uniform mean (a test), and the O(1) terminal jumps' variance falls from about d / batch_size to d^2 / N_T."""
+    uniform, terminal = terminated[:, :batch_size], terminated[:, batch_size:]
+    share = terminal_count / size
+    return torch.cat([(1 - uniform) / batch_size, torch.full_like(terminal, share / terminal.shape[1])], 1)
+
+
+# What update() returns, per gradient step: the TD loss mean(td^2), mean V, mean |A|, the terminal transitions' part
+# of the TD loss mean(d td^2), and the share of terminal transitions d in the batch.
+TRAINING_STATS = ("losses/td", "values/v", "values/abs_advantage", "losses/td_terminal", "batch/terminal_share")
+# Per round: how often the OU noise changed the greedy action, terminations per physical second of interaction,
+# and RMSprop's denominators, sqrt of its running mean of squared gradients over each network's parameters.
+ROUND_STATS = ("exploration/changed_action", "training/failures_per_second", "optimizer/grad_rms_value",
+               "optimizer/grad_rms_advantage")  # fmt: skip
+# runs/<run_name>/diagnostics.csv, every --eval-every / 10 physical seconds: the means over the rounds since the
+# last row, and the terminal transitions' share of the squared TD error (losses/td_terminal / losses/td).
+DIAGNOSTICS = (*TRAINING_STATS, *ROUND_STATS, "batch/terminal_td_share")
+
+
+def batch_mean(values, weight):
+    """The batch's mean; with --terminal-rows the stratified weights' sum, whose expectation is the same."""
+    return values.mean() if weight is None else (values * weight).sum()
+
+
+def update(batch, value, advantage, optimizer, dt, gamma, weight_decay=0.0):
+    """One gradient step of Alg. 1 (discrete DAU). Returns TRAINING_STATS, no host sync."""
+    obs, action, reward, terminated, next_obs, *weight = batch
+    weight = weight[0] if weight else None  # --terminal-rows: each row's weight in the mean
+    advantages = advantage(obs)
+    state_value = value(obs)
+    advantage_taken = advantages.gather(1, action).squeeze(1) - advantages.max(1).values  # Abar(s,a) - max Abar(s,.)
+    q = state_value + dt * advantage_taken  # Q^i = V(s) + dt A(s, a)
+    with torch.no_grad():  # no target network: DAU bootstraps on V itself
+        target = reward * dt + (1 - terminated) * gamma**dt * value(next_obs)  # Q~^i = r dt + (1-d) gamma^dt V(s')
+    td = q - target
+    # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi: the
+    # paper's updates (the official code drops the 1/dt; RMSprop nearly cancels it, we follow the paper).
+    critic_objective = batch_mean(td.detach() / dt * (state_value + advantage_taken), weight)
+    optimizer.zero_grad()
+    critic_objective.backward()
+    optimizer.step()  # theta and psi both updated from the same batch and parameters
+    if weight_decay:  # decoupled: w <- w (1 - lr lambda), which RMSprop's denominators do not divide
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                for parameter in group["params"]:
+                    parameter.mul_(1 - group["lr"] * weight_decay)
+    return torch.stack([batch_mean(td**2, weight), batch_mean(state_value, weight),
+                        batch_mean(advantage_taken.abs(), weight), batch_mean(terminated * td**2, weight),
+                        batch_mean(terminated, weight)]).detach()  # fmt: skip
+
+
+def gradient_rms(optimizer, network):
+    """sqrt of RMSprop's running mean of squared gradients, over all of a network's parameters (after a step)."""
+    squares = [optimizer.state[parameter]["square_avg"].flatten() for parameter in network.parameters()]
+    return torch.cat(squares).mean().sqrt()
+
+
+def explore(values, noise, exploration, epsilon):
+    """pi_explore: argmax_a (values[a] + z[a]), z an OU process with one component per action (Sec. 4.2);
+    or epsilon-greedy, which tends to a deterministic policy as dt -> 0 (Theorem on epsilon-greedy)."""
+    if exploration == "ou":
+        return (values + noise.step()).argmax(-1)
+    random_action = torch.randint_like(values[..., 0], values.shape[-1], dtype=torch.long)
+    explore_now = torch.rand_like(values[..., 0]) < epsilon
+    return torch.where(explore_now, random_action, values.argmax(-1))
+
+
+def env_step(envs, action):
+    """Step the envs. Returns the next observations, the rewards, the termination flags and the
+    transitions' true next observations: at a time-limit truncation the last observation of the
+    episode, so that the update bootstraps through it.
+    (The official code treats truncation as termination; only termination stops bootstrapping.)"""
+    next_obs, reward, terminated, _, infos = envs.step(action)
+    real_next_obs = next_obs.copy()
+    if "_final_obs" in infos:
+        real_next_obs[infos["_final_obs"]] = np.stack(infos["final_obs"][infos["_final_obs"]])
+    return next_obs, reward, terminated, real_next_obs
+
+
+def evaluate(advantage, eval_envs):
+    """Mean scaled return of one greedy episode (argmax_a A(s, a)) in each evaluation env."""
+    # On the CPU, as a copy (on a CPU machine the same network, so the same numbers): a step of the few evaluation
+    # envs is a forward pass too small for a GPU, which spends it in kernel launches and a sync per step.
+    advantage = copy.deepcopy(advantage).cpu()
+    obs, _ = eval_envs.reset()
+    returns = np.full(eval_envs.num_envs, np.nan)
+    while np.isnan(returns).any():
+        with torch.no_grad():
+            action = advantage(torch.as_tensor(obs, dtype=torch.float32)).argmax(-1).numpy()
+        obs, _, _, _, infos = eval_envs.step(action)
+        if "final_info" in infos:
+            finished = infos["final_info"]["_episode"] & np.isnan(returns)
+            returns[finished] = infos["final_info"]["episode"]["r"][finished]
+    return float(returns.mean())
+
+
+if __name__ == "__main__":
+    # Arguments checked, run folder, W&B, seeds and evaluation envs: run_harness.py.
+    run = Run(Args, description=__doc__, script_file=__file__, action_space=gym.spaces.Discrete, check_args=check_args)
+    args, dt, device = run.args, run.dt, run.device
+    obs_dim, num_actions = run.probe.observation_space.shape[0], int(run.probe.action_space.n)
+    normalizer = Normalizer(obs_dim).to(device)
+    value = Value(obs_dim, args.hidden_size, normalizer).to(device)
+    advantage = Advantage(obs_dim, num_actions, args.hidden_size, normalizer).to(device)
+    networks = {"normalizer": normalizer, "value": value, "advantage": advantage}  # what model.pt keeps
+
+    def act(obs):  # the deterministic policy on one observation, for the videos
+        with torch.no_grad():
+            return advantage(torch.as_tensor(obs[None], dtype=torch.float32, device=device))[0].argmax().item()
+
+    def evaluate_policy():
+        return evaluate(advantage, run.eval_envs)
+
+    run.evaluate_saved_model(networks, evaluate=evaluate_policy, act=act)  # --eval-model: evaluates, then exits
+    targets = {}  # DAU has no target networks: it bootstraps on V itself
+    # RMSprop without momentum, learning rates alpha * dt and smoothing 1 - dt (Alg. 1); with a reference step DT0,
+    # alpha * dt * sqrt(DT0 / dt) = alpha * sqrt(dt DT0): RMSprop already multiplies the steps by O(sqrt dt) when the
+    # TD error's variance grows like 1 / dt (paper, Discussion, "Near-continuous RL and RMSProp").
+    reference_dt = args.learning_rate_reference_dt or dt  # (DT0 = dt: alpha * dt * 1.0, Alg. 1's to the bit)
+    optimizer = torch.optim.RMSprop(
+        [{"params": [*value.parameters(), *advantage.parameters()],
+          "lr": args.learning_rate * dt * math.sqrt(reference_dt / dt)}],  # fmt: skip
+        alpha=1 - dt, momentum=0, foreach=True,  # foreach: the same arithmetic as the per-tensor loop, faster
+        capturable=device.type == "cuda",  # its step counts on the GPU, as a CUDA graph needs; the same arithmetic
+    )  # fmt: skip
+    envs = make_vector_env(args, dt, args.num_envs, args.seed, args.env_workers)  # --env-workers: in K processes
+    buffer = ReplayBuffer(run.replay_rows, obs_dim, device)
+    noise = OUNoise((args.num_envs, num_actions), args.ou_kappa, args.ou_sigma, dt, device)
+
+    def train_round(batches):  # Alg. lines "for k = 1, nb_learn": one gradient step on each batch
+        return torch.stack([update([field[k] for field in batches], value, advantage, optimizer, dt, args.gamma,
+                                   args.weight_decay) for k in range(args.updates_per_round)])  # fmt: skip
+
+    train_round = graphed(train_round, device)  # on a GPU, the round launched at once as one CUDA graph
+    obs, _ = envs.reset(seed=args.seed)
+    state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise}  # what --resume restores
+    # Returns the observations to go on from: on a --resume, the checkpoint's in place of the reset's.
+    obs = run.start(
+        envs, obs, state=state, networks=networks, evaluate=evaluate_policy, act=act, diagnostics=DIAGNOSTICS
+    )
+    with run:  # Ctrl-C stops at once, keeping what was logged; SIGTERM after the round, with a checkpoint
+        for _ in run.rounds():  # evaluations and checkpoints fall between rounds, at multiples of their intervals
+            changed_action, failures = torch.zeros((), device=device), 0  # this round's, for diagnostics.csv
+            for _ in range(args.steps_per_round):  # Alg. lines "for j = 1, nb_steps"
+                obs_tensor = torch.as_tensor(obs, dtype=torch.float32, device=device)
+                if args.normalize_obs:
+                    normalizer.update(obs_tensor)
+                with torch.no_grad():  # a = argmax_a (A(s, a) + z[a]) (Sec. 4.2)
+                    advantages = advantage(obs_tensor)
+                    action = explore(advantages, noise, args.exploration, args.epsilon)
+                    changed_action += (action != advantages.argmax(-1)).float().mean()
+                    action = action.cpu().numpy()
+                next_obs, reward, terminated, real_next_obs = env_step(envs, action)
+                failures += int(terminated.sum())
+                buffer.add(obs, action, reward, terminated, real_next_obs)
+                obs = next_obs
+            stats = train_round(buffer.sample(args.updates_per_round, args.batch_size, args.terminal_rows))
+            round_stats = [changed_action / args.steps_per_round,
+                           torch.tensor(failures / run.round_time, device=device),
+                           gradient_rms(optimizer, value), gradient_rms(optimizer, advantage)]  # fmt: skip
+            run.end_round(stats=stats, round_stats=round_stats, obs=obs)  # diagnostics.csv, W&B; obs: checkpoints

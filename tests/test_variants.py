@@ -1,0 +1,188 @@
+"""The variant scripts, dau_discrete.py plus options the paper does not use: dau_discrete_beyond_paper.py and
+dau_discrete_td_noise.py. With their defaults each is the paper's script, number for number; each option does what
+its help says (--value-update: test_discrete.py's paper's-deltas test; --exploration ou-scaled's resume:
+test_resume.py)."""
+
+import pytest
+import torch
+from helpers import TINY, fixed_batch, read_evals, run_script
+
+import dau_discrete_beyond_paper as beyond
+import dau_discrete_td_noise as td_noise
+
+SHORT = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "4", "--checkpoint-every", "100"]
+
+
+def logged(cwd):
+    """evals.csv without its wall-time column, diagnostics.csv whole, and the run's checkpoint."""
+    (run_dir,) = (cwd / "runs").glob("*__*")
+    evals = [{name: value for name, value in row.items() if name != "wall_time"} for row in read_evals(cwd)]
+    checkpoint = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    return evals, (run_dir / "diagnostics.csv").read_text(), checkpoint
+
+
+def short_run(folder, script, *extra):
+    folder.mkdir()
+    run_script(script, *SHORT, *extra, cwd=folder)
+    return logged(folder)
+
+
+@pytest.fixture(scope="module")
+def papers_run(tmp_path_factory):
+    """dau_discrete.py's short run: what the variants with their options off must log."""
+    return short_run(tmp_path_factory.mktemp("paper") / "run", "dau_discrete.py")
+
+
+@pytest.mark.parametrize(
+    "script,extra",
+    [
+        ("dau_discrete_beyond_paper.py", []),
+        ("dau_discrete_td_noise.py", []),
+        ("dau_discrete_td_noise.py", ["--learning-rate-reference-dt", "0.01"]),  # the sqrt(dt) rule at dt = DT0
+    ],
+    ids=["beyond_paper", "td_noise", "td_noise-reference-dt-is-dt"],
+)
+def test_with_its_defaults_the_variant_is_the_papers_script(script, extra, papers_run, tmp_path):
+    """The same short run of dau_discrete.py and of the variant with its defaults: the same evals.csv (wall times
+    aside) and diagnostics.csv, and the variant's checkpoint holds the paper's script's state and no more. The
+    sqrt(dt) rule with its reference step at the run's dt is Alg. 1 bit for bit."""
+    paper_evals, paper_diagnostics, paper = papers_run
+    evals, diagnostics, variant = short_run(tmp_path / "variant", script, *extra)
+    assert len(paper_evals) == 5 and len(paper_diagnostics.splitlines()) > 5
+    assert evals == paper_evals and diagnostics == paper_diagnostics
+    assert variant["state"].keys() == paper["state"].keys()
+    torch.testing.assert_close(variant["state"]["advantage"], paper["state"]["advantage"], rtol=0, atol=0)
+
+
+def test_scaled_ou_exploration_does_not_fade_as_the_advantages_grow():
+    """--exploration ou-scaled: the same actions whatever the advantages' scale (here 1 and 64), where the paper's OU
+    noise (std 0.39 per action) changes fewer and fewer greedy actions; and the same as the paper's when the spread of
+    the advantages over actions is 1 (advantages -1 and +1)."""
+    advantages = torch.randn(2000, 2) + torch.tensor([1.0, -1.0])
+    actions = {}
+    for exploration in ("ou", "ou-scaled"):
+        for scale in (1, 64):
+            torch.manual_seed(0)
+            noise, spread = beyond.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), beyond.RunningSpread(7.5, 0.01, "cpu")
+            actions[exploration, scale] = torch.stack(
+                [beyond.explore(scale * advantages, noise, exploration, 0.0, spread.update(scale * advantages))
+                 for _ in range(50)]
+            )  # fmt: skip
+    greedy = advantages.argmax(-1)
+    changed = {key: (taken != greedy).float().mean().item() for key, taken in actions.items()}
+    assert torch.equal(actions["ou-scaled", 1], actions["ou-scaled", 64])
+    assert changed["ou", 64] < changed["ou", 1] / 10 and changed["ou-scaled", 64] > changed["ou", 1] > 0.02
+    torch.manual_seed(0)
+    unit = torch.tensor([[1.0, -1.0]]).repeat(2000, 1)
+    noise, spread = beyond.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), beyond.RunningSpread(7.5, 0.01, "cpu")
+    scaled = beyond.explore(unit, noise, "ou-scaled", 0.0, spread.update(unit))
+    torch.manual_seed(0)
+    assert torch.equal(scaled, beyond.explore(unit, beyond.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), "ou", 0.0))
+
+
+def test_the_advantages_running_spread_has_a_physical_time_limit():
+    """The spread weights the past e^(-kappa t) in physical seconds: after the advantages' spread jumps from 1 to 3,
+    it reads the same 0.1 s later at dt 0.01 and 0.001."""
+    readings = {}
+    for dt in (0.01, 0.001):
+        spread = beyond.RunningSpread(7.5, dt, "cpu")
+        for _ in range(round(1 / dt)):
+            spread.update(torch.tensor([[1.0, -1.0]]))
+        for _ in range(round(0.1 / dt)):
+            reading = spread.update(torch.tensor([[3.0, -3.0]])).item()
+        readings[dt] = reading
+    assert 1.5 < readings[0.01] < 2.9
+    assert readings[0.001] == pytest.approx(readings[0.01], rel=0.03)
+
+
+def test_value_learning_rate_sets_alpha_v_apart_from_alpha_a(tmp_path):
+    """--value-learning-rate: Alg. 1's alpha_V apart from alpha_A, each times dt; alpha_V = alpha gives the run the
+    default gives (one step size for both, as the paper sets them); 0 is refused before any work."""
+    logs = {}
+    for name, extra in (
+        ("default", []),
+        ("equal", ["--value-learning-rate", "0.1"]),
+        ("apart", ["--value-learning-rate", "0.02"]),
+    ):
+        (tmp_path / name).mkdir()
+        run_script("dau_discrete_beyond_paper.py", *SHORT, *extra, cwd=tmp_path / name)
+        logs[name] = logged(tmp_path / name)
+        groups = logs[name][2]["state"]["optimizer"]["param_groups"]
+        if name == "apart":
+            value_parameters = len(list(beyond.Value(4, 256, beyond.Normalizer(4)).net.parameters()))
+            assert [len(group["params"]) for group in groups] == [value_parameters, value_parameters]
+            assert [group["lr"] for group in groups] == pytest.approx([0.02 * 0.01, 0.1 * 0.01])
+    assert logs["default"][:2] == logs["equal"][:2]
+    assert logs["apart"][1] != logs["default"][1]
+    result = run_script(
+        "dau_discrete_beyond_paper.py", *SHORT, "--value-learning-rate", "0", cwd=tmp_path, check=False, timeout=120
+    )
+    assert result.returncode != 0 and "--value-learning-rate must be positive" in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_sqrt_dt_rule_sets_the_learning_rates_from_the_reference_step(papers_run, tmp_path):
+    """--learning-rate-reference-dt DT0: alpha * sqrt(dt * DT0) (at dt 0.01 and DT0 0.04, twice alpha * dt), another
+    run than the paper's; a reference step of 0 is refused before any work."""
+    evals, diagnostics, variant = short_run(tmp_path / "variant", "dau_discrete_td_noise.py",
+                                            "--learning-rate-reference-dt", "0.04")  # fmt: skip
+    assert [group["lr"] for group in variant["state"]["optimizer"]["param_groups"]] == pytest.approx([0.1 * 0.02])
+    assert diagnostics != papers_run[1]
+    for flag, value, message in (
+        ("--learning-rate-reference-dt", "0", "--learning-rate-reference-dt must be positive"),
+        ("--terminal-rows", "-1", "--terminal-rows and --weight-decay must be >= 0"),
+    ):
+        result = run_script("dau_discrete_td_noise.py", *SHORT, flag, value, cwd=tmp_path, check=False, timeout=120)
+        assert result.returncode != 0 and message in result.stderr, result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def small_buffer(terminal_rows):
+    """A buffer of 10 transitions whose observation is its row, terminal at `terminal_rows`."""
+    buffer = td_noise.ReplayBuffer(12, 1, "cpu")
+    rows = torch.arange(10.0)
+    terminated = torch.zeros(10)
+    terminated[list(terminal_rows)] = 1
+    buffer.add(rows[:, None], torch.zeros(10, dtype=torch.long), torch.zeros(10), terminated, rows[:, None])
+    return buffer
+
+
+def test_terminal_rows_keep_the_expected_update_and_take_the_jumps_variance_out():
+    """--terminal-rows: every row of the buffer weighs 1 / 10 in expectation, as in a uniform batch's mean, so the
+    stratified estimator of any mean over the buffer (the update's included: it is the weighted sum) has the uniform
+    one's expectation; the terminal rows' part of it is the buffer's terminal share exactly, in every batch (a uniform
+    batch's varies); before any terminal row exists the extra rows weigh nothing."""
+    torch.manual_seed(0)
+    batches, batch_size = 20000, 8
+    obs, _, _, terminated, _, weight = small_buffer([1, 5, 9]).sample(batches, batch_size, 4)
+    row_weights = torch.zeros(batches, 10).scatter_add_(1, obs[..., 0].long(), weight)  # each batch's, per row
+    mean, standard_error = row_weights.mean(0), row_weights.std(0) / batches**0.5
+    assert ((mean - 0.1).abs() < 5 * standard_error).all(), mean
+    torch.testing.assert_close((terminated * weight).sum(1), torch.full((batches,), 0.3))
+    uniform_share = terminated[:, :batch_size].mean(1)
+    assert uniform_share.std() > 0.1 and uniform_share.mean() == pytest.approx(0.3, abs=0.01)
+    *_, weight = small_buffer([]).sample(3, batch_size, 4)
+    assert (weight[:, :batch_size] == 1 / batch_size).all() and (weight[:, batch_size:] == 0).all()
+
+
+def test_weighted_update_and_decoupled_weight_decay():
+    """update() with every row weighing 1 / N is the paper's update (the batch's mean); --weight-decay lambda then
+    multiplies every weight by 1 - lr lambda after RMSprop's step, which its denominators do not divide."""
+    dt, learning_rate = 0.01, 0.001
+    batch = fixed_batch(obs_dim=3, n=8, num_actions=2)
+    parameters, stats = {}, {}
+    for name, weight, decay in (("paper", None, 0.0), ("weighted", torch.full((8,), 1 / 8), 0.0),
+                                ("decayed", None, 5.0)):  # fmt: skip
+        torch.manual_seed(0)
+        normalizer = td_noise.Normalizer(3)
+        value, advantage = td_noise.Value(3, 16, normalizer), td_noise.Advantage(3, 2, 16, normalizer)
+        optimizer = torch.optim.RMSprop([*value.parameters(), *advantage.parameters()], lr=learning_rate, alpha=1 - dt)
+        extra = [] if weight is None else [weight]
+        stats[name] = td_noise.update([*batch, *extra], value, advantage, optimizer, dt, 0.8, decay)
+        parameters[name] = torch.cat(
+            [parameter.detach().flatten() for parameter in optimizer.param_groups[0]["params"]]
+        )
+    torch.testing.assert_close(parameters["weighted"], parameters["paper"])
+    torch.testing.assert_close(stats["weighted"], stats["paper"])
+    torch.testing.assert_close(parameters["decayed"], parameters["paper"] * (1 - learning_rate * 5.0))
+    assert not torch.equal(parameters["decayed"], parameters["paper"])
