@@ -14,6 +14,15 @@ of each run's mean over its last --window physical seconds, of V, abs(A), how of
 action and the terminal transitions' share; with --reward-rate r (the reward per second, CartPole's 1), also V over
 its balance level (r + abs(A)) dt / (dt ln(1 / gamma) + terminal share), where Alg. 1's updates stop moving V's
 mean when the replay memory is stationary (docs/reproduce.md, "Where V's level comes from").
+
+With --probe FROM TO, the table of a probe instead (what a remedy's predictions are checked on, docs/reproduce.md,
+"Beyond the paper"): per dt, over the physical seconds FROM to TO of each run, the mean evaluation, V's climb per
+second (a least-squares slope) and V at TO, the RMS TD error per second, RMSprop's denominators per network and the
+terminal transitions' share of td^2. A run longer than TO (a kept grid's) counts up to TO only, which is the run of
+that budget when the replay memory never wrapped (the case of CartPole's 10000-s memory).
+
+    python sweeps/diagnostics.py --runs docs/results docs/results/cartpole_td_noise --seeds 1 2 3 \
+        --algorithms DAU DAU+terminal_rows=64 --probe 150 600 --table probe.md --out probe.png
 """
 
 import csv
@@ -56,25 +65,39 @@ class Options:
     """the physical seconds at the end of each run that the table averages"""
     reward_rate: float | None = None
     """the reward per physical second, for the table's V / balance column (CartPole: 1); None: no such column"""
+    probe: tuple[float, float] | None = None
+    """FROM TO: the table is a probe's, over these physical seconds of each run (see above); None: the summary"""
+    seeds: tuple[int, ...] = ()
+    """only these seeds (a probe's, to set against a grid's runs at the same seeds); empty: all"""
 
 
 SUMMARY = {"V": "values/v", "abs(A)": "values/abs_advantage", "changed": "exploration/changed_action",
            "terminal share": "batch/terminal_share"}  # fmt: skip
 
 
-def load_diagnostics(runs_dir, env_id, algorithm):
-    """{dt: [(physical times, {column: values}), one per seed]} of the finished runs that have a diagnostics.csv."""
+def load_diagnostics(runs_dir, env_id, algorithm, seeds=()):
+    """{dt: [(physical times, {column: values}), one per seed]} of the finished runs that have a diagnostics.csv
+    (of `seeds` only, if given); the columns also hold the evaluations, "eval_time" and "eval_return"."""
     by_dt = {}
-    for (_, name, dt, _), (run_dir, run) in finished_runs(runs_dir, (env_id,)).items():
-        if name != algorithm or not (run_dir / "diagnostics.csv").is_file():
+    for (_, name, dt, seed), (run_dir, run) in finished_runs(runs_dir, (env_id,)).items():
+        if name != algorithm or not (run_dir / "diagnostics.csv").is_file() or (seeds and seed not in seeds):
             continue
         with open(run_dir / "diagnostics.csv") as file:
             rows = list(csv.DictReader(file))
         columns = {column: np.array([float(row[column]) for row in rows]) for column in rows[0]}
         columns["td_rate"] = np.sqrt(columns["losses/td"]) / dt
         columns["gamma"] = np.full(len(rows), run["args"].get("gamma", math.nan))  # per second, for the balance
+        with open(run_dir / "evals.csv") as file:
+            evals = list(csv.DictReader(file))
+        columns["eval_time"] = np.array([float(row["physical_time"]) for row in evals])
+        columns["eval_return"] = np.array([float(row["scaled_return"]) for row in evals])
         by_dt.setdefault(dt, []).append((columns["physical_time"], columns))
     return by_dt
+
+
+def mean_and_range(values, spec):
+    """A table cell: the mean over seeds, and their range."""
+    return f"{np.mean(values):{spec}} ({min(values):{spec}}-{max(values):{spec}})"
 
 
 def summary_table(by_dt, window, reward_rate=None):
@@ -97,19 +120,44 @@ def summary_table(by_dt, window, reward_rate=None):
             per_run.append(means)
         cells = []
         for name in names:
-            values = [means[name] for means in per_run]
             spec = ".4f" if name in ("changed", "terminal share") else ".2f" if name == "V / balance" else ".1f"
-            cells.append(f"{np.mean(values):{spec}} ({min(values):{spec}}-{max(values):{spec}})")
+            cells.append(mean_and_range([means[name] for means in per_run], spec))
+        lines.append(f"| {dt:g} | {len(seeds)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+PROBE = {"eval": ".1f", "V climb /s": ".4f", "V at end": ".2f", "RMS TD /s": ".1f", "RMSprop V": ".3g",
+         "RMSprop A": ".3g", "terminal td^2 share": ".2f"}  # fmt: skip
+
+
+def probe_table(by_dt, start, end):
+    """Markdown: per dt, the mean over seeds (range) of each run's PROBE columns over physical seconds start to end."""
+    lines = ["| dt | seeds | " + " | ".join(PROBE) + " |", "|---" * (len(PROBE) + 2) + "|"]
+    for dt, seeds in sorted(by_dt.items(), reverse=True):
+        per_run = []
+        for times, columns in seeds:
+            window = (times > start) & (times <= end + 1e-6)
+            in_time = (columns["eval_time"] >= start - 1e-6) & (columns["eval_time"] <= end + 1e-6)
+            value = columns["values/v"][window]
+            per_run.append({"eval": columns["eval_return"][in_time].mean(),
+                            "V climb /s": np.polyfit(times[window], value, 1)[0], "V at end": value[-1],
+                            "RMS TD /s": columns["td_rate"][window].mean(),
+                            "RMSprop V": columns["optimizer/grad_rms_value"][window].mean(),
+                            "RMSprop A": columns["optimizer/grad_rms_advantage"][window].mean(),
+                            "terminal td^2 share": columns["batch/terminal_td_share"][window].mean()})  # fmt: skip
+        cells = [mean_and_range([run[name] for run in per_run], spec) for name, spec in PROBE.items()]
         lines.append(f"| {dt:g} | {len(seeds)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def main(options):
-    sources = {(folder, algorithm): load_diagnostics(folder, options.env_id, algorithm)
+    sources = {(folder, algorithm): load_diagnostics(folder, options.env_id, algorithm, options.seeds)
                for folder in options.runs for algorithm in options.algorithms}  # fmt: skip
-    for (folder, algorithm), by_dt in sources.items():
-        if not by_dt:
-            sys.exit(f"error: no finished {algorithm} runs of {options.env_id} with a diagnostics.csv in {folder}")
+    for algorithm in options.algorithms:  # several folders: each algorithm's runs may be in one of them
+        if not any(sources[folder, algorithm] for folder in options.runs):
+            where = " or ".join(str(folder) for folder in options.runs)
+            sys.exit(f"error: no finished {algorithm} runs of {options.env_id} with a diagnostics.csv in {where}")
+    sources = {key: by_dt for key, by_dt in sources.items() if by_dt}
     if len(sources) > len(LINE_STYLES):
         sys.exit(f"error: at most {len(LINE_STYLES)} --runs folders times --algorithms, got {len(sources)}")
     known = set.intersection(*(set(columns) for by_dt in sources.values() for seeds in by_dt.values()
@@ -147,7 +195,9 @@ def main(options):
     save_figure(figure, options.out)
     print(f"figure: {options.out}")
     if options.table:
-        tables = [f"{algorithm}, {folder}:\n\n{summary_table(by_dt, options.window, options.reward_rate)}"
+        tables = [f"{algorithm}, {folder}:\n\n"
+                  + (probe_table(by_dt, *options.probe) if options.probe
+                     else summary_table(by_dt, options.window, options.reward_rate))
                   for (folder, algorithm), by_dt in sources.items()]  # fmt: skip
         print("\n".join(tables))
         options.table.write_text("\n".join(tables))

@@ -34,7 +34,7 @@ def finished(cwd):
 def test_every_sweep_file_is_a_grid_over_dt_and_seeds_with_a_baseline_twin(monkeypatch):
     monkeypatch.chdir(ROOT)
     sweeps = {path.stem: run_local.load_sweep(path) for path in SWEEP_FILES}
-    assert len(sweeps) == 11  # the paper's ten, and the options beyond the paper (no baseline twin)
+    assert len(sweeps) == 12  # the paper's ten, and the two variant scripts' (no baseline twin)
     for name, sweep in sweeps.items():
         parameters = sweep["parameters"]
         assert len(parameters["dt"]["values"]) >= 4 and len(parameters["seed"]["values"]) >= 3, name
@@ -469,6 +469,41 @@ def test_the_diagnostics_summary_table(tmp_path):
     assert "balance" not in diagnostics.summary_table(
         diagnostics.load_diagnostics(tmp_path / "runs", "Pendulum-v1", "DAU"), 20
     )
+
+
+def test_the_diagnostics_probe_table(tmp_path):
+    """--probe FROM TO: per dt, each run's mean evaluation from FROM to TO, V's least-squares climb per second and V
+    at TO, the RMS TD error per second, RMSprop's denominators and the terminal share of td^2, over the rows after
+    FROM up to TO (a longer run counts up to TO); --seeds keeps those seeds; an algorithm may be in either folder."""
+    import diagnostics
+
+    header = ("physical_time,losses/td,values/v,optimizer/grad_rms_value,optimizer/grad_rms_advantage,"
+              "batch/terminal_td_share")  # fmt: skip
+    for seed in (1, 2, 3):
+        run_dir = write_run(tmp_path / "runs", "dau_discrete.py", 0.01, seed, [0, 10 * seed, 20, 500], eval_every=15)
+        rows = [
+            f"{t},{(2 * 0.01) ** 2},{seed * t + (t == 10) * 99},{seed},{3 * seed},0.5" for t in (10, 20, 30, 40, 50)
+        ]
+        (run_dir / "diagnostics.csv").write_text("\n".join([header, *rows]) + "\n")
+    by_dt = diagnostics.load_diagnostics(tmp_path / "runs", "Pendulum-v1", "DAU", seeds=(1, 2))
+    assert len(by_dt[0.01]) == 2
+    table = diagnostics.probe_table(by_dt, 15, 40)
+    # Evaluations at 15 and 30 s (10 seed and 20: 15 and 20), rows at 20, 30 and 40 s (V = seed t: climbs seed per second).
+    assert table.splitlines()[2] == (
+        "| 0.01 | 2 | 17.5 (15.0-20.0) | 1.5000 (1.0000-2.0000) | 60.00 (40.00-80.00) | 2.0 (2.0-2.0) | "
+        "1.5 (1-2) | 4.5 (3-6) | 0.50 (0.50-0.50) |"
+    )
+    other = tmp_path / "other"
+    write_run(other, "dau_discrete.py", 0.01, 1, [0, 0], round_seconds=0.1)
+    (next(other.iterdir()) / "diagnostics.csv").write_text("\n".join([header, *rows]) + "\n")
+    table_path = tmp_path / "probe.md"
+    options = diagnostics.Options(runs=(tmp_path / "runs", other), env_id="Pendulum-v1", columns=("values/v",),
+                                  algorithms=("DAU", "DAU+round_seconds=0.1"), probe=(15, 40), table=table_path,
+                                  out=tmp_path / "probe.png")  # fmt: skip
+    diagnostics.main(options)
+    assert table_path.read_text().count("| 0.01 |") == 2
+    with pytest.raises(SystemExit, match=r"no finished DAU\+tau=0.5 runs of Pendulum-v1 .* in .*runs or .*other"):
+        diagnostics.main(dataclasses.replace(options, algorithms=("DAU", "DAU+tau=0.5")))
 
 
 def test_compare_sets_variants_beside_the_reference_and_refuses_what_it_cannot_compare(tmp_path):
