@@ -551,6 +551,9 @@ class Run:
                 check_memory(args, self.dt, row_floats, self.device)
         except (ValueError, gym.error.Error) as error:
             sys.exit(f"error: {error}")
+        # From here on SIGTERM stops the run at its next whole state, with a checkpoint (--eval-model: at once). Set
+        # before the run folder is made: a SIGTERM that came between the two left a folder holding only running.lock.
+        self.preemption = None if args.eval_model else Preemption()
         self.run_name = f"{args.env_id}__{args.exp_name}__dt{self.dt:g}__{args.seed}__{int(time.time())}"
         self.wandb_id = None  # W&B's id of the run: a resumed run goes on as the same W&B run
         if self.resumed:
@@ -574,8 +577,6 @@ class Run:
         torch.utils.deterministic.fill_uninitialized_memory = self.device.type == "cpu"
         self.eval_envs = make_vector_env(args, self.dt, args.num_eval_envs, args.seed + args.num_envs)
         self.replay_rows = buffer_rows(args, self.dt)
-        # From here on SIGTERM stops the run at the end of a round, with a checkpoint (--eval-model: at once).
-        self.preemption = None if args.eval_model else Preemption()
 
     def _start_wandb(self):
         import wandb
@@ -713,23 +714,28 @@ class Run:
 
     def rounds(self):
         """The training loop's rounds, to iterate over: before each, an evaluation and a checkpoint when due;
-        after the last, the final evaluation. A SIGTERM ends it after the round in flight, with a checkpoint."""
+        after the last, the final evaluation. A SIGTERM ends it with a checkpoint as soon as the round, the
+        evaluation or the checkpoint in flight is over: each leaves a state to go on from exactly (a grace of 30 s
+        before SIGKILL, as Slurm and spot machines give, may not cover a checkpoint and a round more)."""
         args = self.args
         self.progress.start()
         for _ in range(self.rounds_done, self.num_rounds):
+            if self._stopped_by_sigterm():
+                return
             if self._due(self.evaluations, args.eval_every):
                 self._log_eval()
                 self.evaluations += 1
+                if self._stopped_by_sigterm():  # the checkpoint due now is left to the resumed run, which makes it
+                    return
             if args.checkpoint_every and self._due(self.checkpoints, args.checkpoint_every):
                 self.save_model(os.path.join(self.run_dir, "checkpoints", f"{self.physical_time:.1f}s.pt"))
                 self.checkpoints += 1
                 self.save_state()
+                if self._stopped_by_sigterm(saved=True):
+                    return
             yield
-            if self.preemption.requested:  # SIGTERM: the state at the end of this round, to go on from with --resume
-                self.save_state()
-                self.progress.console.print(f"stopped by SIGTERM: checkpoint saved; go on with --resume {self.run_dir}",
-                                            soft_wrap=True)  # fmt: skip
-                return
+        if self._stopped_by_sigterm():  # during the last round: the final evaluation is left to the resumed run
+            return
         if args.checkpoint_every:  # the state before the final evaluation: --resume can extend the run
             self.save_state()
         elif os.path.exists(os.path.join(self.run_dir, CHECKPOINT)):  # a resumed run's old state: now stale
@@ -740,6 +746,17 @@ class Run:
         if args.checkpoint_every:
             self.save_model(os.path.join(self.run_dir, "checkpoints", f"{self.physical_time:.1f}s.pt"))
         self.completed = True
+
+    def _stopped_by_sigterm(self, saved=False):
+        """Whether a SIGTERM has asked the run to stop; if so, the state now goes to the checkpoint (unless it was
+        just saved), to go on from with --resume."""
+        if not self.preemption.requested:
+            return False
+        if not saved:
+            self.save_state()
+        self.progress.console.print(f"stopped by SIGTERM: checkpoint saved; go on with --resume {self.run_dir}",
+                                    soft_wrap=True)  # fmt: skip
+        return True
 
     def end_round(self, *, stats, round_stats, obs):
         """After a round's updates: `obs` the envs' observations now (for a checkpoint), `stats` the updates'
@@ -862,7 +879,8 @@ class Run:
 
 class Preemption:
     """SIGTERM (Slurm, cloud spot machines and `wandb agent` stop a job with it) asks the training loop to save a
-    checkpoint at the end of the current round and stop; Ctrl-C (SIGINT) stops it at once, as before."""
+    checkpoint once the round, evaluation or checkpoint in flight is over, and stop; Ctrl-C (SIGINT) stops it at
+    once, as before."""
 
     def __init__(self):
         self.requested = False
