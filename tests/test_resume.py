@@ -15,7 +15,8 @@ import pytest
 import torch
 from helpers import ROOT, TINY, read_evals, run_script, start_and_signal
 
-from run_harness import CHECKPOINT, save_checkpoint
+from harness.checkpoint import CHECKPOINT
+from harness.files import save_checkpoint
 
 # script, env, other arguments: Pendulum and CartPole with each script, one MuJoCo env. The baselines with
 # --tau 0.5 (their default there is 0: the targets would be the networks themselves, and a resume that lost them
@@ -177,7 +178,7 @@ def test_the_checkpoint_holds_the_replay_memory_with_the_true_last_observation_a
 SIGTERM_AT = """
 import os, runpy, signal, sys
 sys.path.insert(0, {root!r})
-import run_harness
+import harness.run
 
 
 def sigterm():
@@ -185,7 +186,7 @@ def sigterm():
 
 
 if {point!r} == "evaluation":
-    start = run_harness.Run.start
+    start = harness.run.Run.start
 
     def start_with_a_sigterm_in_the_third_evaluation(self, *args, evaluate, **kwargs):
         evaluations = []
@@ -198,16 +199,16 @@ if {point!r} == "evaluation":
 
         return start(self, *args, evaluate=evaluate_and_be_stopped, **kwargs)
 
-    run_harness.Run.start = start_with_a_sigterm_in_the_third_evaluation
+    harness.run.Run.start = start_with_a_sigterm_in_the_third_evaluation
 else:
-    claim_run_dir = run_harness.claim_run_dir
+    claim_run_dir = harness.run.claim_run_dir
 
     def claim_run_dir_and_be_stopped(run_dir):
         lock = claim_run_dir(run_dir)
         sigterm()
         return lock
 
-    run_harness.claim_run_dir = claim_run_dir_and_be_stopped
+    harness.run.claim_run_dir = claim_run_dir_and_be_stopped  # as Run calls it
 sys.argv[0] = {script!r}
 runpy.run_path({script!r}, run_name="__main__")
 """
@@ -362,9 +363,9 @@ def test_a_missing_run_folder_is_refused(tmp_path):
 KILLED_WRITER = """
 import sys, time, torch
 sys.path.insert(0, {root!r})
-import run_harness
+import harness.files
 
-run_harness.save_checkpoint({{"version": 1, "data": torch.zeros(10)}}, {path!r})
+harness.files.save_checkpoint({{"version": 1, "data": torch.zeros(10)}}, {path!r})
 
 
 class HaltingFile:  # the real file, with a pause once the 200 MB tensor has gone to it, before the zip's end
@@ -389,8 +390,8 @@ class HaltingFile:  # the real file, with a pause once the 200 MB tensor has gon
         self.file.close()
 
 
-run_harness.open = HaltingFile  # save_checkpoint's open: the kill below lands mid-write, on every machine
-run_harness.save_checkpoint({{"version": 2, "data": torch.ones(50_000_000)}}, {path!r})
+harness.files.open = HaltingFile  # save_checkpoint's open: the kill below lands mid-write, on every machine
+harness.files.save_checkpoint({{"version": 2, "data": torch.ones(50_000_000)}}, {path!r})
 """
 
 
@@ -436,7 +437,7 @@ def test_the_state_round_trip_covers_every_generator(tmp_path):
     """random_state/set_random_state: the next draws of Python, NumPy and torch are the same after a restore."""
     import random
 
-    from run_harness import random_state, set_random_state
+    from harness.checkpoint import random_state, set_random_state
 
     random.seed(1)
     np.random.seed(1)
@@ -454,7 +455,7 @@ def test_the_state_round_trip_covers_every_generator(tmp_path):
 def test_a_cpu_runs_checkpoint_never_starts_cuda(monkeypatch):
     """--cpu on a GPU machine: the checkpoint's generators are Python's, NumPy's and torch's CPU one; CUDA's state
     is read only on a GPU run (reading it creates a CUDA context, half a GB of the GPU's memory, in a CPU run)."""
-    from run_harness import random_state
+    from harness.checkpoint import random_state
 
     def no_cuda():
         raise AssertionError("a CPU run read CUDA's generators")

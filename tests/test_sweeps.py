@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from helpers import ROOT, TINY_SWEEP, executor, start_and_signal, with_ctrl_c
 
-from dt_wrappers import ENV_SETTINGS
-from run_harness import CHECKPOINT
+from harness.checkpoint import CHECKPOINT
+from harness.settings import ENV_SETTINGS
 
 sys.path.insert(0, str(ROOT / "sweeps"))
 import archive  # noqa: E402
@@ -60,7 +60,7 @@ PAPER = {
 
 
 def test_every_sweep_file_has_the_papers_grid_and_the_settings_table(monkeypatch):
-    """The paper's env, dt range and budget; the per-environment settings come from dt_wrappers.ENV_SETTINGS
+    """The paper's env, dt range and budget; the per-environment settings come from harness.settings.ENV_SETTINGS
     (checked against the paper in test_dt_wrappers), and a file that sets one anyway must agree with it."""
     monkeypatch.chdir(ROOT)
     for path in SWEEP_FILES:
