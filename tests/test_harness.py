@@ -1,6 +1,6 @@
 """The harness (harness/), what the four scripts share that is not the algorithm, tested once here: the round's
 length, the run folder, run.json, the evaluation videos, the per-environment settings, an env's state for the
-checkpoints, and the defects each fixed with a test that failed before."""
+checkpoints, the parts' sizes, and the defects each fixed with a test that failed before."""
 
 import ast
 import contextlib
@@ -174,6 +174,38 @@ def test_an_env_state_put_into_another_env_steps_and_resets_the_same(env_id, dt,
         assert stepped[1:4] == twin_stepped[1:4]
         assert ("episode" in stepped[4]) == ("episode" in twin_stepped[4])
     np.testing.assert_array_equal(env.reset()[0], twin.reset()[0])
+
+
+# --- The parts' sizes ---
+
+# Parts a maintainer can find and change alone (issue 48): no file over 400 lines, no class over 150, no function or
+# method over 60, in the harness and in the time-step layer.
+SIZE_LIMITS = {"file": 400, "class": 150, "function": 60}
+
+
+def oversized(paths):
+    """Each file, class and function (methods and nested functions included) of `paths` longer than SIZE_LIMITS,
+    as "path: kind name, lines"."""
+    found = []
+    for path in paths:
+        source = path.read_text()
+        if len(source.splitlines()) > SIZE_LIMITS["file"]:
+            found.append(f"{path}: file, {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source)):
+            kind = "class" if isinstance(node, ast.ClassDef) else "function"
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                if node.end_lineno - node.lineno + 1 > SIZE_LIMITS[kind]:
+                    found.append(f"{path}: {kind} {node.name}, {node.end_lineno - node.lineno + 1} lines")
+    return found
+
+
+def test_the_harness_and_the_time_step_layer_are_parts_of_a_readable_size(tmp_path):
+    """harness/*.py and dt_wrappers.py within SIZE_LIMITS; the measure itself finds a method one line too long."""
+    paths = [*sorted((ROOT / "harness").glob("*.py")), ROOT / "dt_wrappers.py"]
+    assert len(paths) > 10 and oversized(paths) == []
+    too_long = tmp_path / "too_long.py"
+    too_long.write_text("class Part:\n    def method(self):\n" + "        pass\n" * 60)
+    assert oversized([too_long]) == [f"{too_long}: function method, 61 lines"]
 
 
 # --- The runs' plumbing end to end, through a script's command line ---
