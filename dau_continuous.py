@@ -22,13 +22,16 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from run_harness import Run, RunArgs, graphed, make_vector_env, require_positive
+from harness.args import RunArgs, require_positive
+from harness.envs import make_vector_env
+from harness.gpu import graphed
+from harness.run import Run
 
 
-# A None default below is the env's own, from the paper's per-environment settings in dt_wrappers.ENV_SETTINGS
+# A None default below is the env's own, from the paper's per-environment settings in harness/settings.py
 # (filled in by Run); --help prints them as a table above the arguments, the "table above".
 @dataclass
-class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --track, --resume, ...), run_harness.py
+class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --track, --resume, ...), harness/args.py
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """the name of this experiment (part of the run name)"""
     env_id: str = "Pendulum-v1"
@@ -75,7 +78,7 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
 
 
 def check_args(args):
-    """Refuse values of this script's own flags that cannot give a meaningful run (run_harness checks the rest)."""
+    """Refuse values of this script's own flags that cannot give a meaningful run (the harness checks the rest)."""
     require_positive(args, "policy_learning_rate")
 
 
@@ -276,7 +279,7 @@ def evaluate(actor, eval_envs, action_low, action_high):
 
 
 if __name__ == "__main__":
-    # Arguments checked, run folder, W&B, seeds and evaluation envs: run_harness.py.
+    # Arguments checked, run folder, W&B, seeds and evaluation envs: harness/run.py.
     run = Run(Args, description=__doc__, script_file=__file__, action_space=gym.spaces.Box, check_args=check_args)
     args, dt, device = run.args, run.dt, run.device
     obs_dim, action_dim = run.probe.observation_space.shape[0], run.probe.action_space.shape[0]

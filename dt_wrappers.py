@@ -1,7 +1,7 @@
 """Run a Gymnasium environment at any time step `dt`, keeping it the same task.
 
-This is the time-step layer the four algorithm scripts share (their run's plumbing is
-`run_harness.py`'s). `make_env(env_id, dt)`
+This is the time-step layer the four algorithm scripts share (the rest of their run is the
+`harness/` package's). `make_env(env_id, dt)`
 returns an environment whose simulator step is `dt` physical seconds and which
 follows these conventions (paper, Sec. 3 "Near Continuous-Time RL"):
 
@@ -32,28 +32,23 @@ follows these conventions (paper, Sec. 3 "Near Continuous-Time RL"):
 
 The env exposes `dt` and `ref_dt` via `env.get_wrapper_attr(...)`.
 
-`env_settings(env)` gives the per-environment defaults the four scripts use for
-every argument left unset: the paper's settings (appendix "Environment dependent
-hyperparameters") and this project's budgets and replay memory, in physical seconds.
+Importing this module changes three things beyond its own definitions, each so that the envs it
+makes keep the console quiet, and each silencing one notice at its source and nothing else (the
+comments below say why each is harmless): warning filters for Box2D's SWIG DeprecationWarning (at
+its import here) and Gymnasium's "v4 is out of date" (at `gym.make`), and MuJoCo's process-wide
+warning hook, which drops its "settotalmass is deprecated" line for each HalfCheetah model made.
 
-`PhysicalTimeVideo` records an episode at real speed at any `dt`, and the last
-section saves and restores an env's state (its simulator and generator), which
-`run_harness.py`'s checkpoints use. Everything else a run needs that is not the
-time step (arguments, logs, checkpoints, W&B) is in `run_harness.py`.
+Everything else a run needs that is not the time step (the per-environment settings, an env's
+state for the checkpoints, videos, arguments, logs, W&B) is in `harness/`.
 """
 
 import math
-import os
 import sys
 import warnings
 
-if "DISPLAY" not in os.environ:  # headless: MuJoCo renders through EGL (read when mujoco is imported)
-    os.environ.setdefault("MUJOCO_GL", "egl")
-
-import gymnasium as gym  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import gymnasium as gym
+import mujoco
+import numpy as np
 
 # Box2D's SWIG bindings: "builtin type SwigPyPacked has no __module__ attribute" (shown where
 # DeprecationWarnings are, e.g. in tests and notebooks) as it is imported.
@@ -61,7 +56,6 @@ warnings.filterwarnings("ignore", message=r"builtin type \w+ has no __module__ a
 from gymnasium.envs.box2d import bipedal_walker  # noqa: E402
 from gymnasium.envs.classic_control import CartPoleEnv  # noqa: E402
 from gymnasium.envs.mujoco import MujocoEnv  # noqa: E402
-from gymnasium.wrappers import RecordVideo  # noqa: E402
 
 # A quiet console, each notice silenced at its source and nothing else:
 # - Gymnasium's "HalfCheetah-v4 is out of date" (v4 still simulates the paper-era tasks; the filter must
@@ -90,56 +84,6 @@ SUPPORTED = (
     "Gymnasium MuJoCo envs, BipedalWalker(-Hardcore), CartPole, and any env with a "
     "writable float `dt` attribute in seconds (e.g. Pendulum, Acrobot)"
 )
-
-
-# Per-environment defaults, the one table the four scripts and the sweep files follow. Paper
-# (appendix): observation normalisation for Ant, HalfCheetah and BipedalWalker; policy learning
-# rate 0.02 for Pendulum, CartPole and BipedalWalker, 0.03 otherwise; target weight tau 0 for Pendulum
-# and CartPole, 0.9 otherwise. Replay memory (paper, Discussion): 1e6 transitions at the coarsest dt of
-# the paper's range for the env, held constant in physical seconds. Budgets and evaluation cadence:
-# this project's (a run worth keeping in well under an hour on 2 cores; evaluation about 6% of it, measured
-# at the native dt on 2 cores: 8 full episodes cost as much as 1/16 of an interval of training).
-ENV_SETTINGS = {
-    "Pendulum": dict(total_time=1800, eval_every=300, buffer_time=10_000, normalize_obs=False,
-                     policy_learning_rate=0.02, tau=0.0),
-    "CartPole": dict(total_time=1800, eval_every=300, buffer_time=10_000, normalize_obs=False,
-                     policy_learning_rate=0.02, tau=0.0),
-    "BipedalWalker": dict(total_time=20_000, eval_every=2000, buffer_time=10_000, normalize_obs=True,
-                          policy_learning_rate=0.02, tau=0.9),
-    "Ant": dict(total_time=50_000, eval_every=5000, buffer_time=50_000, normalize_obs=True,
-                policy_learning_rate=0.03, tau=0.9),
-    "HalfCheetah": dict(total_time=30_000, eval_every=3000, buffer_time=50_000, normalize_obs=True,
-                        policy_learning_rate=0.03, tau=0.9),
-}  # fmt: skip
-ENV_SETTINGS["BipedalWalkerHardcore"] = ENV_SETTINGS["BipedalWalker"]
-# Any other env: 1e6 transitions at its native step; other MuJoCo envs are normalised like Ant and HalfCheetah.
-MUJOCO_SETTINGS = dict(total_time=30_000, eval_every=3000, normalize_obs=True, policy_learning_rate=0.03, tau=0.9)
-OTHER_SETTINGS = dict(total_time=1800, eval_every=300, normalize_obs=False, policy_learning_rate=0.03, tau=0.9)
-NATIVE_BUFFER_TRANSITIONS = 1_000_000
-
-
-def env_settings(env):
-    """The defaults for an env made by make_env: total_time, eval_every, buffer_time (seconds),
-    normalize_obs, policy_learning_rate, tau."""
-    name = env.spec.name if env.spec else None
-    if name in ENV_SETTINGS:
-        return dict(ENV_SETTINGS[name])
-    settings = MUJOCO_SETTINGS if isinstance(env.unwrapped, MujocoEnv) else OTHER_SETTINGS
-    return {**settings, "buffer_time": NATIVE_BUFFER_TRANSITIONS * env.get_wrapper_attr("ref_dt")}
-
-
-def settings_help():
-    """The table of env_settings as text, for the scripts' --help."""
-    columns = {"total_time": "total-time", "eval_every": "eval-every", "buffer_time": "buffer-time",
-               "normalize_obs": "normalize", "policy_learning_rate": "policy-lr", "tau": "tau"}  # fmt: skip
-    rows = [(name, settings) for name, settings in ENV_SETTINGS.items() if name != "BipedalWalkerHardcore"]
-    rows += [("other MuJoCo", {**MUJOCO_SETTINGS, "buffer_time": "1e6 steps"}),
-             ("other", {**OTHER_SETTINGS, "buffer_time": "1e6 steps"})]  # fmt: skip
-    lines = ["Per-environment defaults of the arguments left at None (dt_wrappers.ENV_SETTINGS; seconds):",
-             f"  {'env':<14}" + "".join(f"{header:>12}" for header in columns.values())]  # fmt: skip
-    for name, settings in rows:
-        lines.append(f"  {name:<14}" + "".join(f"{settings[key]!s:>12}" for key in columns))
-    return "\n".join(lines)
 
 
 class PhysicalTime(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -237,20 +181,6 @@ class BipedalWalkerTime(PhysicalTime):
         return observation
 
 
-class PhysicalTimeVideo(RecordVideo):
-    """Gymnasium's RecordVideo with frames sampled in physical time: frame k shows the first state at or
-    after k / fps seconds, so a video plays at real speed at any dt (one frame per step would play a run at
-    dt 0.0005 a hundred times slower than one at dt 0.05). Wraps an env made by make_env."""
-
-    def _capture_frame(self):
-        physical_time = self.env.get_wrapper_attr("steps") * self.env.get_wrapper_attr("dt")
-        due = math.floor(physical_time * self.frames_per_sec + 1e-6) + 1  # frames owed since the reset
-        if due > len(self.recorded_frames):
-            super()._capture_frame()
-            if self.recording:  # a step longer than 1 / fps shows its state for several frames
-                self.recorded_frames += self.recorded_frames[-1:] * (due - len(self.recorded_frames))
-
-
 def set_time_step(env, dt):
     """Make the unwrapped `env` integrate over `dt` seconds per step (None: keep the
     native step); return the native step."""
@@ -299,71 +229,3 @@ def make_env(env_id, dt=None, time_limit=None, seed=None, **make_kwargs):
     env = gym.make(env_id, max_episode_steps=-1, **make_kwargs)
     wrapper = BipedalWalkerTime if isinstance(env.unwrapped, bipedal_walker.BipedalWalker) else PhysicalTime
     return wrapper(env, dt, time_limit, seed)
-
-
-# --- An env's state (run_harness.py's checkpoints save and restore the envs with these) ---
-
-CLASSIC_STATE = ("state", "steps_beyond_terminated", "last_u")  # all a classic-control env's dynamics read
-# What Gymnasium's MuJoCo envs read of mjData before a step (positions for their rewards: Ant's torso, Humanoid's
-# centre of mass, Reacher's fingertip). mj_step computed them at the start of its last substep, not at the state
-# it ended in, so they are saved as they are rather than recomputed from the state.
-MUJOCO_DERIVED = ("xpos", "xipos")
-
-
-def _time_wrapper(env):
-    while not isinstance(env, PhysicalTime):
-        env = env.env
-    return env
-
-
-def _to_saved(value):  # NumPy values as tensors: a checkpoint loads with torch.load(weights_only=True)
-    return torch.from_numpy(np.array(value)) if isinstance(value, np.ndarray | np.generic) else value
-
-
-def env_state(env):
-    """An env made by make_env, as `set_env_state` puts it back: its random generator, our wrapper's step count
-    and return, and the simulator's state where it can be read back: MuJoCo's integration state
-    (mjSTATE_INTEGRATION: all that mj_step reads, the solver's warm start included) and MUJOCO_DERIVED, a
-    classic-control env's `state`; None for a simulator that cannot be restored (Box2D's world)."""
-    base, wrapper = env.unwrapped, _time_wrapper(env)
-    physics = None
-    if isinstance(base, MujocoEnv):
-        integration = np.empty(mujoco.mj_stateSize(base.model, mujoco.mjtState.mjSTATE_INTEGRATION))
-        mujoco.mj_getState(base.model, base.data, integration, mujoco.mjtState.mjSTATE_INTEGRATION)
-        physics = {"integration": torch.from_numpy(integration)}
-        physics |= {name: torch.from_numpy(getattr(base.data, name).copy()) for name in MUJOCO_DERIVED}
-    elif not isinstance(base, bipedal_walker.BipedalWalker) and hasattr(base, "state"):
-        physics = {name: _to_saved(getattr(base, name)) for name in CLASSIC_STATE if hasattr(base, name)}
-    return {"np_random": base.np_random.bit_generator.state, "steps": wrapper.steps,
-            "scaled_return": wrapper.scaled_return, "seed": wrapper._seed, "physics": physics}  # fmt: skip
-
-
-def set_env_state(env, state):
-    """Put an env back as `env_state` saw it (the env must have been reset once). Returns False if its simulator
-    could not be restored: the caller then starts a new episode with env.reset(), and the episode in flight ends
-    at the checkpoint as at a time-limit truncation (its last transition bootstraps), so nothing is biased."""
-    base, wrapper = env.unwrapped, _time_wrapper(env)
-    base.np_random.bit_generator.state = state["np_random"]
-    wrapper.steps, wrapper.scaled_return, wrapper._seed = state["steps"], state["scaled_return"], state["seed"]
-    physics = state["physics"]
-    if physics is None:
-        return False
-    # .cpu(): a state loaded onto a GPU (--eval-model's map_location) comes back to host memory.
-    if isinstance(base, MujocoEnv):
-        integration = physics["integration"].cpu().numpy()
-        mujoco.mj_setState(base.model, base.data, integration, mujoco.mjtState.mjSTATE_INTEGRATION)
-        for name in MUJOCO_DERIVED:
-            getattr(base.data, name)[:] = physics[name].cpu().numpy()
-    else:
-        for name, value in physics.items():
-            setattr(base, name, value.cpu().numpy() if isinstance(value, torch.Tensor) else value)
-    return True
-
-
-def restore_envs(envs, states, obs=None):
-    """set_env_state on every env of a vector env. With `obs` (the training envs' observations), the row of an
-    env whose simulator could not be restored becomes the first observation of a new episode."""
-    for index, (env, state) in enumerate(zip(envs.envs, states, strict=True)):
-        if not set_env_state(env, state) and obs is not None:
-            obs[index] = env.reset()[0]
-    return obs

@@ -3,8 +3,8 @@
 Every tool in sweeps/ reads runs through this module, so that run_local.py finds the same runs done that plot.py,
 compare.py, diagnostics.py and invariance.py count:
 
-- a run's identity is run_harness.run_identity of its script and arguments (run.json's "identity"); a run.json
-  older than an argument reads as the value the code had before it (run_harness.VALUE_BEFORE);
+- a run's identity is harness.run_info.run_identity of its script and arguments (run.json's "identity"); a run.json
+  older than an argument reads as the value the code had before it (harness.run_info.VALUE_BEFORE);
 - a run's label is its algorithm and its non-default algorithm arguments, without spaces: DAU, DQN-unscaled,
   DDPG-scaled, DAU+value_learning_rate=0.01, DAU+round_seconds=0.1 ("non-default": not what the script would use
   for that env and dt, the per-env settings included);
@@ -31,7 +31,7 @@ ALGORITHMS = {"dau_continuous.py": "DAU", "dau_discrete.py": "DAU", "dau_discret
 LABELLED_AGAINST = {"dau_discrete.py": "dau_discrete_beyond_paper.py"}
 BASELINES = ("ddpg_baseline.py", "dqn_baseline.py")  # named with their variant: DQN-unscaled, DQN-scaled
 # Not in a label: the run's place in the grid (env, dt, seed), its budget and evaluation, and what changes nothing
-# computed (run_harness.NOT_COMPUTED); "scaled" is in the baselines' name.
+# computed (harness.run_info.NOT_COMPUTED); "scaled" is in the baselines' name.
 NOT_LABELLED = ("env_id", "dt", "seed", "total_time", "eval_every", "num_eval_envs", "scaled")
 # Arguments of the probes' patches (docs/results/cartpole_probes), which the scripts do not have, at the value that
 # computes what the script computes: a run made with the patch applied and the option off is the script's run.
@@ -53,8 +53,8 @@ def read_run(path):
 
 def filled_args(run):
     """The run's arguments, those of its script that its run.json predates read as the code had them
-    (run_harness.VALUE_BEFORE)."""
-    from run_harness import VALUE_BEFORE
+    (harness.run_info.VALUE_BEFORE)."""
+    from harness.run_info import VALUE_BEFORE
 
     reference = known_script(run["script"])
     defaults = script_defaults(reference) if reference else {}
@@ -62,8 +62,8 @@ def filled_args(run):
 
 
 def identity(run):
-    """The run's grid point (run_harness.run_identity), recomputed from its arguments: older run.json have none."""
-    from run_harness import run_identity
+    """The run's grid point (harness.run_info.run_identity), recomputed from its arguments: older run.json have none."""
+    from harness.run_info import run_identity
 
     return run_identity(run["script"], run["args"])
 
@@ -89,7 +89,8 @@ def script_defaults(script):
 @functools.cache
 def settings_of(env_id):
     """What the scripts put in place of the arguments left at None for this env, and its native dt."""
-    from dt_wrappers import env_settings, make_env
+    from dt_wrappers import make_env
+    from harness.settings import env_settings
 
     env = make_env(env_id)
     return env_settings(env), env.get_wrapper_attr("dt")
@@ -98,7 +99,7 @@ def settings_of(env_id):
 def resolved_args(script, given):
     """The arguments a run of `script` with the arguments `given` has, as run.json records them: the script's
     defaults for the rest, the env's settings for those left at None, and the round that --round-seconds sets."""
-    from run_harness import set_round_seconds
+    from harness.args import set_round_seconds
 
     wanted = {**script_defaults(script), **given}
     settings, native_dt = settings_of(wanted["env_id"])
@@ -119,7 +120,7 @@ def same_value(recorded, wanted):
 def label(run):
     """DAU, DQN-unscaled, DAU+value_learning_rate=0.01...: the algorithm, then each algorithm argument (sorted) whose
     value is not the one the script would use for the run's env and dt."""
-    from run_harness import NOT_COMPUTED
+    from harness.run_info import NOT_COMPUTED
 
     script, args = run["script"], filled_args(run)
     name = ALGORITHMS.get(script, Path(script).stem)

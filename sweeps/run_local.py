@@ -40,7 +40,7 @@ import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
-# dt_wrappers (which imports torch) is imported where first needed: a command refused for bad input (a missing
+# The harness (which imports torch) is imported where first needed: a command refused for bad input (a missing
 # file, --workers 0, an override without "=") does not wait for torch. W&B's import stays here, before the --hours
 # clock starts: imported at the first run's start, its second or two came out of that run's time.
 
@@ -138,7 +138,7 @@ def finished_runs(runs_dir):
 
 def diverged_runs(runs_dir):
     """run.json of every run stopped by a non-finite loss: run again or resumed, it would diverge again."""
-    from run_harness import NON_FINITE_LOSS
+    from harness.run_info import NON_FINITE_LOSS
 
     runs = [archive.read_run(path) for path in Path(runs_dir).glob("*/run.json")]
     return [info for info in runs if info and info.get("stopped_by") == NON_FINITE_LOSS]
@@ -146,7 +146,8 @@ def diverged_runs(runs_dir):
 
 def resumable_runs(runs_dir):
     """run.json of every unfinished run that has a checkpoint to go on from, with its folder as "run_dir"."""
-    from run_harness import CHECKPOINT, NON_FINITE_LOSS
+    from harness.checkpoint import CHECKPOINT
+    from harness.run_info import NON_FINITE_LOSS
 
     runs = []
     for path in sorted(Path(runs_dir).glob("*/run.json"), reverse=True):  # the latest start first
@@ -163,8 +164,8 @@ def run_args(sweep, point):
 
 
 def point_identity(sweep, point):
-    """The grid point's identity, the one its run's run.json will record (run_harness.run_identity)."""
-    from run_harness import run_identity
+    """The grid point's identity, the one its run's run.json will record (harness.run_info.run_identity)."""
+    from harness.run_info import run_identity
 
     return run_identity(Path(sweep["program"]).name, run_args(sweep, point))
 

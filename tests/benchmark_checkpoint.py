@@ -27,7 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from helpers import start_and_signal  # noqa: E402
 
-from run_harness import CHECKPOINT, buffer_rows, load_checkpoint, save_checkpoint  # noqa: E402
+from harness.args import buffer_rows  # noqa: E402
+from harness.checkpoint import CHECKPOINT, load_checkpoint  # noqa: E402
+from harness.files import save_checkpoint  # noqa: E402
 
 # script, env, dt (None: native), budget in physical seconds (None: the env's default)
 CASES = [
@@ -54,7 +56,7 @@ def measure(script, env_id, dt, total_time, folder):
     returncode, _, stderr = start_and_signal(script, *args, cwd=folder, signum=signal.SIGTERM, rows=2, env=env)
     assert returncode == 0, stderr[-2000:]
     (run_dir,) = (folder / "runs").iterdir()
-    state = load_checkpoint(str(run_dir), script)
+    state = load_checkpoint(str(run_dir), script).saved  # the checkpoint's dict, as written
     module = importlib.import_module(script[: -len(".py")])
     resolved_dt = json.loads((run_dir / "run.json").read_text())["dt"]  # the native step where --dt was left out
     rows = buffer_rows(module.Args(**state["args"]), resolved_dt)

@@ -2,7 +2,7 @@
 
     python tests/benchmark_env_workers.py [--env-id HalfCheetah-v4] [--dt 0.005] [--workers 1 2] [--repeats 3]
 
-Each measurement steps the scripts' 256 training envs (run_harness.make_vector_env, SAME_STEP autoreset) with
+Each measurement steps the scripts' 256 training envs (harness.envs.make_vector_env, SAME_STEP autoreset) with
 random actions in the box for --steps vector steps, timed after a reset; the worker counts alternate, --repeats
 times, and the medians are printed with their ratio to the first count. Env stepping alone: no networks, no
 replay, no updates. On a machine with fewer idle cores than workers the workers only share the same cores.
@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from run_harness import make_vector_env  # noqa: E402
+from harness.envs import make_vector_env  # noqa: E402
 
 
 def steps_per_second(env_id, dt, workers, steps, num_envs=256, seed=1):

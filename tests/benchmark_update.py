@@ -14,7 +14,7 @@ by tens of percent within minutes) one ratio is noisy: --repeats N alternates th
 the median ratio of each, the number to quote.
 
 Where the rest goes: the script's own "s evaluating" (the evaluations at t=0 and at the end) and the same
-number of steps of the same 256 training envs (the scripts' make_vector_env, run_harness.py), timed alone just after
+number of steps of the same 256 training envs (the scripts' make_vector_env, harness/envs.py), timed alone just after
 the script. Updates at the bare rate, evaluations and env stepping are what a run cannot do without; their
 share bounds the ratio from above (the "ceiling"): no change to the scripts' own code (acting, replay,
 bookkeeping, "the rest") can lift the ratio past it without changing what the run computes.
@@ -40,14 +40,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import dau_continuous as dau  # noqa: E402
 import ddpg_baseline as ddpg  # noqa: E402
-import run_harness  # noqa: E402
+import harness.envs  # noqa: E402
+import harness.gpu  # noqa: E402
 
 
 def bare_updates_per_second(
     script, seconds=10.0, obs_dim=3, action_dim=1, batch_size=256, dt=0.01, gamma=0.8, device="cpu", graph=False,
     profile=False, compiled=False,
 ):  # fmt: skip
-    """`graph`: on CUDA, each round replayed as one CUDA graph, as the scripts run there (run_harness.graphed).
+    """`graph`: on CUDA, each round replayed as one CUDA graph, as the scripts run there (harness.gpu.graphed).
     `profile`: instead of a rate, one round op by op on CUDA under the profiler: its kernels and their summed
     device microseconds, each per update. `compiled`: the update through torch.compile (fused kernels; the
     scripts do not compile), compiled before anything is timed, profiled or captured."""
@@ -104,7 +105,7 @@ def bare_updates_per_second(
             raise RuntimeError("the profiler saw no CUDA kernels (is CUPTI there?)")
         return len(kernels) / 50, sum(event.time_range.elapsed_us() for event in kernels) / 50
     if graph:
-        train_round = run_harness.graphed(train_round, torch.device("cuda"))
+        train_round = harness.gpu.graphed(train_round, torch.device("cuda"))
         train_round(batch).cpu()  # the first round op by op and the capture, untimed
     count, start = 0, time.time()
     while time.time() - start < seconds:
@@ -115,7 +116,7 @@ def bare_updates_per_second(
 
 def env_stepping_seconds(dt, vector_steps, num_envs=dau.Args.num_envs, seed=1):
     """Seconds for `vector_steps` steps of the scripts' training envs (Pendulum, SAME_STEP autoreset) alone."""
-    envs = run_harness.make_vector_env(SimpleNamespace(env_id="Pendulum-v1", time_limit=None), dt, num_envs, seed)
+    envs = harness.envs.make_vector_env(SimpleNamespace(env_id="Pendulum-v1", time_limit=None), dt, num_envs, seed)
     envs.reset(seed=seed)
     actions = np.random.default_rng(seed).uniform(-2, 2, (vector_steps, num_envs, 1)).astype(np.float32)
     start = time.time()

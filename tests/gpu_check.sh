@@ -90,8 +90,8 @@ parts = [
     ("dau_continuous.py", "update", "Normalizer.update or update()"),
     ("dau_continuous.py", "step", "OUNoise.step"),
     ("dau_continuous.py", "forward", "networks' forward"),
-    ("run_harness.py", "replay", "graph replay (launch)"),
-    ("env_workers.py", "step", "EnvWorkers.step (--env-workers)"),
+    ("harness/gpu.py", "replay", "graph replay (launch)"),
+    ("harness/env_workers.py", "step", "EnvWorkers.step (--env-workers)"),
     ("~", "<method 'cpu' of 'torch._C.TensorBase' objects>", "Tensor.cpu (GPU waits)"),
     ("~", "<method 'numpy' of 'torch._C.TensorBase' objects>", "Tensor.numpy"),
 ]

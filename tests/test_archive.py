@@ -11,7 +11,8 @@ import time
 import pytest
 from helpers import ROOT, TINY_SWEEP, executor, start_and_signal
 
-from run_harness import CHECKPOINT, NON_FINITE_LOSS, run_identity
+from harness.checkpoint import CHECKPOINT
+from harness.run_info import NON_FINITE_LOSS, run_identity
 
 sys.path.insert(0, str(ROOT / "sweeps"))
 import archive  # noqa: E402
@@ -41,7 +42,7 @@ KEPT_GRIDS = [
 @pytest.mark.parametrize("files,overrides,results", KEPT_GRIDS, ids=lambda value: str(value).split("/")[-1][:40])
 def test_every_kept_run_is_found_by_the_command_that_made_it(files, overrides, results, monkeypatch):
     """Runs made before an argument existed (no value_update, round_seconds... in their run.json) are recognised:
-    a run.json reads as the code that wrote it computed (run_harness.VALUE_BEFORE)."""
+    a run.json reads as the code that wrote it computed (harness.run_info.VALUE_BEFORE)."""
     monkeypatch.chdir(ROOT)
     runs = run_local.finished_runs(ROOT / results)
     for name in files:

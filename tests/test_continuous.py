@@ -11,7 +11,7 @@ from helpers import assert_batch_stats, fixed_batch, flat, per_sample_gradient, 
 
 import dau_continuous as dau
 import ddpg_baseline as ddpg
-import run_harness
+import harness.envs
 from dt_wrappers import make_env
 
 
@@ -139,7 +139,7 @@ def test_truncation_keeps_the_final_observation_and_termination_stops_bootstrapp
 @pytest.mark.parametrize("module", [dau, ddpg], ids=lambda module: module.__name__)
 def test_evaluate_scores_the_first_episode_of_each_env_with_the_deterministic_policy(module):
     args = SimpleNamespace(env_id="Pendulum-v1", time_limit=0.5)
-    eval_envs = run_harness.make_vector_env(args, 0.05, 3, seed=10)
+    eval_envs = harness.envs.make_vector_env(args, 0.05, 3, seed=10)
     space = eval_envs.single_action_space
 
     class Policy(torch.nn.Module):  # a fixed, state-dependent deterministic policy in [-1, 1]

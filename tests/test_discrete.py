@@ -14,7 +14,7 @@ from helpers import TINY, assert_batch_stats, fixed_batch, flat, per_sample_grad
 import dau_discrete as dau
 import dau_discrete_beyond_paper as beyond
 import dqn_baseline as dqn
-import run_harness
+import harness.envs
 from dt_wrappers import make_env
 
 
@@ -194,7 +194,7 @@ def test_truncation_keeps_the_final_observation_and_termination_is_flagged(modul
 @pytest.mark.parametrize("module", [dau, dqn], ids=lambda module: module.__name__)
 def test_evaluate_scores_the_first_episode_of_each_env_with_the_greedy_policy(module):
     """One greedy episode (argmax over the network's outputs) per evaluation env, each env's first episode."""
-    eval_envs = run_harness.make_vector_env(SimpleNamespace(env_id="CartPole-v1", time_limit=2.0), 0.02, 3, seed=10)
+    eval_envs = harness.envs.make_vector_env(SimpleNamespace(env_id="CartPole-v1", time_limit=2.0), 0.02, 3, seed=10)
 
     class Greedy(torch.nn.Module):  # a fixed, state-dependent greedy policy that drops the pole at various times
         def forward(self, obs):

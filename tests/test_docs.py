@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
-from dt_wrappers import ENV_SETTINGS
+from harness.settings import ENV_SETTINGS
 
 sys.path.insert(0, str(ROOT / "sweeps"))
 import plot  # noqa: E402
@@ -50,7 +50,7 @@ def test_the_tutorial_quotes_both_dau_scripts():
 
 
 def test_the_per_environment_table_is_the_codes():
-    """docs/common.md shows dt_wrappers.ENV_SETTINGS: every row of its table says what the table says."""
+    """docs/common.md shows harness.settings.ENV_SETTINGS: every row of its table says what the table says."""
     columns = ["total_time", "eval_every", "buffer_time", "normalize_obs", "policy_learning_rate", "tau"]
     rows = {}
     for line in (ROOT / "docs" / "common.md").read_text().splitlines():

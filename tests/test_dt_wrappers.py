@@ -16,7 +16,7 @@ from gymnasium.envs.box2d import bipedal_walker
 from gymnasium.utils.env_checker import check_env
 from helpers import ROOT
 
-from dt_wrappers import PhysicalTimeVideo, env_settings, env_state, make_env, set_env_state
+from dt_wrappers import make_env
 
 
 def physical_state(env):
@@ -328,29 +328,6 @@ def test_unknown_env_id_raises_gymnasiums_error():
         make_env("Pendulm-v1")
 
 
-def test_env_settings_are_the_papers_and_follow_the_env_family():
-    """The paper's appendix: normalisation for Ant, HalfCheetah and BipedalWalker (and, here, any MuJoCo
-    env); policy learning rate 0.02 for Pendulum, CartPole and BipedalWalker, else 0.03; tau 0 for Pendulum
-    and CartPole, else 0.9. Replay memory: 1e6 transitions at the coarsest dt of the paper's range for the
-    env (0.01 s, or 0.05 s for Ant and HalfCheetah), at the native step for any other env."""
-    expected = {  # env: (normalize_obs, policy_learning_rate, tau, buffer_time)
-        "Pendulum-v1": (False, 0.02, 0.0, 1e6 * 0.01),
-        "CartPole-v1": (False, 0.02, 0.0, 1e6 * 0.01),
-        "BipedalWalker-v3": (True, 0.02, 0.9, 1e6 * 0.01),
-        "Ant-v4": (True, 0.03, 0.9, 1e6 * 0.05),
-        "HalfCheetah-v4": (True, 0.03, 0.9, 1e6 * 0.05),
-        "Ant-v5": (True, 0.03, 0.9, 1e6 * 0.05),
-        "HalfCheetah-v5": (True, 0.03, 0.9, 1e6 * 0.05),
-        "Hopper-v4": (True, 0.03, 0.9, 1e6 * 0.008),
-        "Acrobot-v1": (False, 0.03, 0.9, 1e6 * 0.2),
-    }
-    for env_id, values in expected.items():
-        settings = env_settings(make_env(env_id, dt=0.01))
-        got = tuple(settings[key] for key in ("normalize_obs", "policy_learning_rate", "tau", "buffer_time"))
-        assert got == pytest.approx(values), env_id
-        assert settings["total_time"] >= 1800 and 0 < settings["eval_every"] <= settings["total_time"] / 5, env_id
-
-
 MAKE_EVERY_KIND = """
 import warnings
 warnings.simplefilter("default")  # show DeprecationWarnings, as a user's own script or a notebook may
@@ -371,52 +348,3 @@ def test_making_envs_prints_no_warnings_and_keeps_the_halfcheetah_masses():
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert result.stdout.strip() == "14.0"
-
-
-@pytest.mark.parametrize("env_id", ["Pendulum-v1", "HalfCheetah-v4"])
-def test_videos_sample_frames_in_physical_time(env_id, tmp_path):
-    """A 1-second episode gives 31 frames at 30 fps (t = 0, 1/30, ..., 1) whatever dt: at dt 0.0005 (2000
-    steps, a frame every ~67 steps), 0.01, and 0.05 (a step longer than a frame: frames repeat). The mp4
-    plays for 1 s (moviepy 2.2 sometimes drops the last frame when it writes: 30 or 31 frames)."""
-    imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")  # moviepy's ffmpeg: not carried to the GPU machine (68 MB)
-    for dt in (0.05, 0.01, 0.0005):
-        env = PhysicalTimeVideo(make_env(env_id, dt, 1.0, seed=0, render_mode="rgb_array"), tmp_path / f"dt{dt}",
-                                episode_trigger=lambda episode: True, fps=30)  # fmt: skip
-        env.reset()
-        zero, truncated = np.zeros(env.action_space.shape, dtype=np.float32), False
-        while not truncated:
-            *_, truncated, _ = env.step(zero)
-        assert len(env.recorded_frames) == 31, dt
-        env.stop_recording()
-        (path,) = (tmp_path / f"dt{dt}").glob("*.mp4")
-        frames, seconds = imageio_ffmpeg.count_frames_and_secs(str(path))
-        assert frames in (30, 31) and seconds == pytest.approx(1.0, abs=1.5 / 30), dt
-
-
-@pytest.mark.parametrize(
-    "env_id,dt,restorable",
-    [("Pendulum-v1", 0.01, True), ("CartPole-v1", 0.005, True), ("Acrobot-v1", 0.05, True),
-     ("HalfCheetah-v4", 0.005, True), ("Ant-v4", 0.02, True), ("BipedalWalker-v3", 0.01, False)],
-)  # fmt: skip
-def test_an_env_state_put_into_another_env_steps_and_resets_the_same(env_id, dt, restorable):
-    """env_state/set_env_state: an env put into another's state mid-episode (the other freshly made with another
-    seed, as at --resume) gives the same observations, rewards and episode ends, and, after a reset, the same
-    next episode (the env's generator). Box2D's world cannot be read back: set_env_state says so."""
-    env = make_env(env_id, dt, seed=1)
-    env.reset()
-    env.action_space.seed(1)
-    actions = [env.action_space.sample() for _ in range(60)]
-    for action in actions[:20]:
-        env.step(action)
-    state = env_state(env)
-    twin = make_env(env_id, dt, seed=2)
-    twin.reset()
-    assert set_env_state(twin, state) is restorable
-    if not restorable:
-        return
-    for action in actions[20:]:
-        stepped, twin_stepped = env.step(action), twin.step(action)
-        np.testing.assert_array_equal(stepped[0], twin_stepped[0])
-        assert stepped[1:4] == twin_stepped[1:4]
-        assert ("episode" in stepped[4]) == ("episode" in twin_stepped[4])
-    np.testing.assert_array_equal(env.reset()[0], twin.reset()[0])

@@ -12,7 +12,9 @@ import torch
 from helpers import ROOT, TINY, read_csv, run_script
 from test_scripts import CONTINUOUS, SCRIPTS, env_defaults
 
-import run_harness
+import harness.args
+import harness.envs
+import harness.gpu
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (DAU_TEST_DEVICE=cuda)")
 
@@ -101,7 +103,7 @@ def as_the_scripts_run_on_a_gpu():
 @pytest.mark.parametrize("script", SCRIPTS)
 @pytest.mark.parametrize("eager_rounds", [0, 2])  # a fresh run, and one with optimizer state (as after --resume)
 def test_a_graphed_round_computes_what_the_eager_round_computes(script, eager_rounds, as_the_scripts_run_on_a_gpu):
-    """Rounds through run_harness.graphed (the first op by op, as the capture's warm-up, the next replayed as one
+    """Rounds through harness.gpu.graphed (the first op by op, as the capture's warm-up, the next replayed as one
     CUDA graph) against the same rounds launched op by op, from the same state: the same statistics, parameters,
     targets and RMSprop state, bit for bit, round after round. (The scripts' own rounds, whole runs graphed and
     not, are compared below.)"""
@@ -111,7 +113,7 @@ def test_a_graphed_round_computes_what_the_eager_round_computes(script, eager_ro
     for seed in range(eager_rounds):
         train_round(batches(100 + seed))
         graph_round(batches(100 + seed))
-    graphed_round = run_harness.graphed(graph_round, device)
+    graphed_round = harness.gpu.graphed(graph_round, device)
     for seed in range(3):
         eager_stats, graphed_stats = train_round(batches(seed)), graphed_round(batches(seed)).clone()
         assert torch.equal(eager_stats, graphed_stats)
@@ -132,7 +134,7 @@ def test_evaluation_runs_on_the_cpu_whatever_the_networks_device(script, as_the_
     before = copy.deepcopy(network.state_dict())
 
     def score(network):
-        envs = run_harness.make_vector_env(SimpleNamespace(env_id=env_id, time_limit=2.0), 0.05, 3, seed=10)
+        envs = harness.envs.make_vector_env(SimpleNamespace(env_id=env_id, time_limit=2.0), 0.05, 3, seed=10)
         bounds = (envs.single_action_space.low, envs.single_action_space.high) if script in CONTINUOUS else ()
         return module.evaluate(network, envs, *bounds)
 
@@ -146,26 +148,26 @@ def test_on_a_gpu_the_replay_memory_must_fit_in_its_memory(monkeypatch):
     memory would hold twice over is refused when the GPU lacks room for it (2 GiB kept for CUDA itself)."""
     module = importlib.import_module("dau_continuous")
     args, row_floats = env_defaults(module, "HalfCheetah"), 2 * 17 + 6 + 2
-    needed = run_harness.buffer_rows(args, 0.005) * 4 * row_floats
-    monkeypatch.setattr(run_harness.psutil, "virtual_memory", lambda: type("Memory", (), {"available": 10 * needed}))
+    needed = harness.args.buffer_rows(args, 0.005) * 4 * row_floats
+    monkeypatch.setattr(harness.args.psutil, "virtual_memory", lambda: type("Memory", (), {"available": 10 * needed}))
     for gpu_free, refused in ((needed + 2**31 - 1, True), (needed + 2**31, False)):
         monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device, free=gpu_free: (free, 8 * 10**10))
         if refused:
             message = re.escape("on the GPU (2 GiB kept for CUDA) ") + ".*GB are available: lower --buffer-time"
             with pytest.raises(ValueError, match=message):
-                run_harness.check_memory(args, 0.005, row_floats, torch.device("cuda"))
+                harness.args.check_memory(args, 0.005, row_floats, torch.device("cuda"))
         else:
-            run_harness.check_memory(args, 0.005, row_floats, torch.device("cuda"))
-    run_harness.check_memory(args, 0.005, row_floats, torch.device("cpu"))  # on the CPU, host memory alone: it fits
-    monkeypatch.setattr(run_harness.psutil, "virtual_memory", lambda: type("Memory", (), {"available": needed - 1}))
+            harness.args.check_memory(args, 0.005, row_floats, torch.device("cuda"))
+    harness.args.check_memory(args, 0.005, row_floats, torch.device("cpu"))  # on the CPU, host memory alone: it fits
+    monkeypatch.setattr(harness.args.psutil, "virtual_memory", lambda: type("Memory", (), {"available": needed - 1}))
     with pytest.raises(ValueError, match=re.escape("in host memory") + ".*GB are available"):  # the host's copy
-        run_harness.check_memory(args, 0.005, row_floats, torch.device("cuda"))
+        harness.args.check_memory(args, 0.005, row_floats, torch.device("cuda"))
 
 
 EAGER = """import runpy, sys
 sys.path.insert(0, {root!r})
-import run_harness
-run_harness.graphed = lambda train_round, device: train_round  # every round op by op
+import harness.gpu
+harness.gpu.graphed = lambda train_round, device: train_round  # every round op by op
 sys.argv[0] = {script!r}
 runpy.run_path({script!r}, run_name="__main__")
 """

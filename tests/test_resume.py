@@ -15,7 +15,8 @@ import pytest
 import torch
 from helpers import ROOT, TINY, read_evals, run_script, start_and_signal
 
-from run_harness import CHECKPOINT, save_checkpoint
+from harness.checkpoint import CHECKPOINT
+from harness.files import save_checkpoint
 
 # script, env, other arguments: Pendulum and CartPole with each script, one MuJoCo env. The baselines with
 # --tau 0.5 (their default there is 0: the targets would be the networks themselves, and a resume that lost them
@@ -172,6 +173,91 @@ def test_the_checkpoint_holds_the_replay_memory_with_the_true_last_observation_a
     torch.testing.assert_close(next_obs[truncation], expected[truncation], atol=1e-5, rtol=1e-5)
 
 
+# A script run with a SIGTERM sent to itself at one point of its run, as Slurm or a spot machine would send it
+# then: while its third evaluation runs, or once its folder and lock are made (before the run has written anything).
+SIGTERM_AT = """
+import os, runpy, signal, sys
+sys.path.insert(0, {root!r})
+import harness.run
+
+
+def sigterm():
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+if {point!r} == "evaluation":
+    start = harness.run.Run.start
+
+    def start_with_a_sigterm_in_the_third_evaluation(self, *args, evaluate, **kwargs):
+        evaluations = []
+
+        def evaluate_and_be_stopped():
+            evaluations.append(None)
+            if len(evaluations) == 3:
+                sigterm()
+            return evaluate()
+
+        return start(self, *args, evaluate=evaluate_and_be_stopped, **kwargs)
+
+    harness.run.Run.start = start_with_a_sigterm_in_the_third_evaluation
+else:
+    claim_run_dir = harness.run.claim_run_dir
+
+    def claim_run_dir_and_be_stopped(run_dir):
+        lock = claim_run_dir(run_dir)
+        sigterm()
+        return lock
+
+    harness.run.claim_run_dir = claim_run_dir_and_be_stopped  # as Run calls it
+sys.argv[0] = {script!r}
+runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
+def run_with_a_sigterm_at(point, script, *args, cwd):
+    probe = cwd / f"sigterm_at_{point}.py"
+    probe.write_text(SIGTERM_AT.format(root=str(ROOT), point=point, script=str(ROOT / script)))
+    return run_script(str(probe), *args, cwd=cwd, check=False)
+
+
+def test_a_sigterm_during_an_evaluation_stops_the_run_after_it(tmp_path):
+    """SIGTERM while an evaluation runs (with a 30-s grace, as Slurm and spot machines give, a fine-dt run cannot
+    wait for a checkpoint and a whole round more): the run stops as soon as the evaluation ends, with the state
+    after it, leaving the checkpoint due at the same time to the resumed run; the resumed run logs what the run
+    never stopped logs, and writes the same checkpoints. (It used to stop one round later, at 2.0 s.)"""
+    args = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "4", "--eval-every", "0.8",
+            "--checkpoint-every", "0.8"]  # fmt: skip
+    (tmp_path / "stopped").mkdir()
+    result = run_with_a_sigterm_at("evaluation", "dau_discrete.py", *args, cwd=tmp_path / "stopped")
+    assert result.returncode == 0 and "stopped by SIGTERM" in result.stdout, result.stderr[-2000:]
+    run_dir, stopped = the_run(tmp_path / "stopped")
+    assert stopped["stopped_by"] == "SIGTERM" and stopped["physical_time"] == pytest.approx(1.6)  # the evaluation's
+    assert float(read_evals(tmp_path / "stopped")[-1]["physical_time"]) == pytest.approx(1.6)
+    assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == ["0.0s.pt", "0.8s.pt"]
+    run_script("dau_discrete.py", "--resume", str(run_dir), cwd=tmp_path / "stopped")
+    (tmp_path / "whole").mkdir()
+    run_script("dau_discrete.py", *args, cwd=tmp_path / "whole")
+    assert logged(tmp_path / "stopped") == logged(tmp_path / "whole")
+    assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == sorted(
+        path.name for path in (tmp_path / "whole").glob("runs/*/checkpoints/*.pt"))  # fmt: skip
+
+
+def test_a_sigterm_once_the_run_folder_is_made_leaves_a_run_to_resume(tmp_path):
+    """SIGTERM after the run's folder and its lock are made, before anything is written to it: the run stops at
+    its first round with a checkpoint, which --resume goes on from, rather than dying and leaving a folder that
+    holds only running.lock (which sweeps/ and --resume cannot read)."""
+    args = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "2"]
+    (tmp_path / "stopped").mkdir()
+    result = run_with_a_sigterm_at("folder", "dqn_baseline.py", *args, cwd=tmp_path / "stopped")
+    assert result.returncode == 0 and "stopped by SIGTERM" in result.stdout, result.stderr[-2000:]
+    run_dir, stopped = the_run(tmp_path / "stopped")
+    assert stopped["stopped_by"] == "SIGTERM" and stopped["physical_time"] == 0 and (run_dir / CHECKPOINT).is_file()
+    run_script("dqn_baseline.py", "--resume", str(run_dir), cwd=tmp_path / "stopped")
+    (tmp_path / "whole").mkdir()
+    run_script("dqn_baseline.py", *args, cwd=tmp_path / "whole")
+    assert logged(tmp_path / "stopped") == logged(tmp_path / "whole")
+
+
 @pytest.mark.parametrize("script", ["dau_continuous.py", "dqn_baseline.py"])
 def test_eval_model_repeats_the_runs_final_evaluation(script, tmp_path):
     """model.pt keeps the evaluation envs as the final evaluation found them: --eval-model gives its return
@@ -277,9 +363,9 @@ def test_a_missing_run_folder_is_refused(tmp_path):
 KILLED_WRITER = """
 import sys, time, torch
 sys.path.insert(0, {root!r})
-import run_harness
+import harness.files
 
-run_harness.save_checkpoint({{"version": 1, "data": torch.zeros(10)}}, {path!r})
+harness.files.save_checkpoint({{"version": 1, "data": torch.zeros(10)}}, {path!r})
 
 
 class HaltingFile:  # the real file, with a pause once the 200 MB tensor has gone to it, before the zip's end
@@ -304,8 +390,8 @@ class HaltingFile:  # the real file, with a pause once the 200 MB tensor has gon
         self.file.close()
 
 
-run_harness.open = HaltingFile  # save_checkpoint's open: the kill below lands mid-write, on every machine
-run_harness.save_checkpoint({{"version": 2, "data": torch.ones(50_000_000)}}, {path!r})
+harness.files.open = HaltingFile  # save_checkpoint's open: the kill below lands mid-write, on every machine
+harness.files.save_checkpoint({{"version": 2, "data": torch.ones(50_000_000)}}, {path!r})
 """
 
 
@@ -351,7 +437,7 @@ def test_the_state_round_trip_covers_every_generator(tmp_path):
     """random_state/set_random_state: the next draws of Python, NumPy and torch are the same after a restore."""
     import random
 
-    from run_harness import random_state, set_random_state
+    from harness.checkpoint import random_state, set_random_state
 
     random.seed(1)
     np.random.seed(1)
@@ -369,7 +455,7 @@ def test_the_state_round_trip_covers_every_generator(tmp_path):
 def test_a_cpu_runs_checkpoint_never_starts_cuda(monkeypatch):
     """--cpu on a GPU machine: the checkpoint's generators are Python's, NumPy's and torch's CPU one; CUDA's state
     is read only on a GPU run (reading it creates a CUDA context, half a GB of the GPU's memory, in a CPU run)."""
-    from run_harness import random_state
+    from harness.checkpoint import random_state
 
     def no_cuda():
         raise AssertionError("a CPU run read CUDA's generators")

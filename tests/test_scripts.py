@@ -19,8 +19,8 @@ import pytest
 import torch
 from helpers import ROOT, TINY, read_csv, read_evals, run_script, with_ctrl_c
 
-import run_harness
-from dt_wrappers import ENV_SETTINGS
+import harness.args
+from harness.settings import ENV_SETTINGS
 
 CONTINUOUS, DISCRETE = ["dau_continuous.py", "ddpg_baseline.py"], ["dau_discrete.py", "dqn_baseline.py"]
 SCRIPTS = CONTINUOUS + DISCRETE
@@ -179,8 +179,8 @@ def env_defaults(module, env="Pendulum"):
 
 def check_all(args, dt, row_floats=2 * 3 + 1 + 2):
     """What a script's Run checks of the shared flags before any work (Pendulum's sizes by default)."""
-    run_harness.check_run_args(args, dt)
-    run_harness.check_memory(args, dt, row_floats, torch.device("cpu"))
+    harness.args.check_run_args(args, dt)
+    harness.args.check_memory(args, dt, row_floats, torch.device("cpu"))
 
 
 @pytest.mark.parametrize(
@@ -245,14 +245,14 @@ def test_checkpoints_that_cannot_fit_on_the_disk_are_refused(monkeypatch):
     checkpoint_gb = (2343 * 2560 * 4 * row_floats + 2**24) / 1e9
     for free_gb, refused in ((1.5, True), (2.5, False)):
         usage = shutil._ntuple_diskusage(100 * 10**9, 0, int(free_gb * 1e9))
-        monkeypatch.setattr("run_harness.shutil.disk_usage", lambda path, usage=usage: usage)
+        monkeypatch.setattr("harness.args.shutil.disk_usage", lambda path, usage=usage: usage)
         if refused:
             message = f"a checkpoint of this run takes up to {checkpoint_gb:.2f} GB and is written beside the last"
             with pytest.raises(ValueError, match=re.escape(message) + ".*run without --checkpoint-every"):
                 check_all(args, 0.005, row_floats)
         else:
             check_all(args, 0.005, row_floats)
-    monkeypatch.setattr("run_harness.shutil.disk_usage", lambda path: shutil._ntuple_diskusage(10**11, 0, 10**9))
+    monkeypatch.setattr("harness.args.shutil.disk_usage", lambda path: shutil._ntuple_diskusage(10**11, 0, 10**9))
     check_all(dataclasses.replace(args, checkpoint_every=None), 0.005, row_floats)  # no checkpoints
 
 

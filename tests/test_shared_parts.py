@@ -1,5 +1,5 @@
 """The parts the four scripts share, each script's own copy, tested in each: exploration noise, observation
-normalisation and replay memory, all in physical time (the replay memory's size is run_harness.buffer_rows)."""
+normalisation and replay memory, all in physical time (the replay memory's size is harness.args.buffer_rows)."""
 
 import dataclasses
 import importlib
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-import run_harness
-from dt_wrappers import ENV_SETTINGS
+import harness.args
+from harness.settings import ENV_SETTINGS
 
 MODULES = [
     importlib.import_module(name) for name in ("dau_continuous", "ddpg_baseline", "dau_discrete", "dqn_baseline")
@@ -86,7 +86,7 @@ def test_a_full_buffer_covers_the_same_physical_time_at_every_dt(module):
     oldest = {}
     for dt in (0.01, 0.001):
         args = pendulum_args(module, num_envs=4, steps_per_round=10, total_time=60.0, buffer_time=20.0)
-        rows = run_harness.buffer_rows(args, dt)
+        rows = harness.args.buffer_rows(args, dt)
         assert rows * dt == pytest.approx(20.0)
         action_dims = (1,) if module.__name__ in ("dau_continuous", "ddpg_baseline") else ()
         buffer = module.ReplayBuffer(rows, 1, *action_dims, "cpu")
@@ -104,11 +104,11 @@ def test_the_buffer_never_allocates_more_than_the_run_collects():
     """Pendulum at its native dt 0.05 for 1800 s collects 14 whole rounds of 256 x 10 transitions: the
     buffer has 35,840 rows, not the 200,000 that its 10,000 s of memory would hold; HalfCheetah at dt 0.005
     for 30,000 s collects 2343 rounds, 6.0e6 transitions (about 1 GB at 168 bytes a transition)."""
-    module = MODULES[0]  # run_harness.buffer_rows, the same for every script
-    assert run_harness.buffer_rows(pendulum_args(module), 0.05) == 14 * 2560
-    assert run_harness.buffer_rows(pendulum_args(module, total_time=1e6), 0.05) == 200_000
+    module = MODULES[0]  # harness.args.buffer_rows, the same for every script
+    assert harness.args.buffer_rows(pendulum_args(module), 0.05) == 14 * 2560
+    assert harness.args.buffer_rows(pendulum_args(module, total_time=1e6), 0.05) == 200_000
     cheetah = dataclasses.replace(pendulum_args(module), total_time=30_000.0, buffer_time=50_000.0)
-    assert run_harness.buffer_rows(cheetah, 0.005) == 2343 * 2560
+    assert harness.args.buffer_rows(cheetah, 0.005) == 2343 * 2560
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda module: module.__name__)

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from helpers import ROOT, TINY_SWEEP, executor, start_and_signal, with_ctrl_c
 
-from dt_wrappers import ENV_SETTINGS
-from run_harness import CHECKPOINT
+from harness.checkpoint import CHECKPOINT
+from harness.settings import ENV_SETTINGS
 
 sys.path.insert(0, str(ROOT / "sweeps"))
 import archive  # noqa: E402
@@ -60,7 +60,7 @@ PAPER = {
 
 
 def test_every_sweep_file_has_the_papers_grid_and_the_settings_table(monkeypatch):
-    """The paper's env, dt range and budget; the per-environment settings come from dt_wrappers.ENV_SETTINGS
+    """The paper's env, dt range and budget; the per-environment settings come from harness.settings.ENV_SETTINGS
     (checked against the paper in test_dt_wrappers), and a file that sets one anyway must agree with it."""
     monkeypatch.chdir(ROOT)
     for path in SWEEP_FILES:
@@ -488,7 +488,7 @@ def test_the_diagnostics_probe_table(tmp_path):
     by_dt = diagnostics.load_diagnostics(tmp_path / "runs", "Pendulum-v1", "DAU", seeds=(1, 2))
     assert len(by_dt[0.01]) == 2
     table = diagnostics.probe_table(by_dt, 15, 40)
-    # Evaluations at 15 and 30 s (10 seed and 20: 15 and 20), rows at 20, 30 and 40 s (V = seed t: climbs seed per second).
+    # Evaluations at 15 and 30 s (10 seed and 20), rows at 20, 30 and 40 s (V = seed t: climbs seed per second).
     assert table.splitlines()[2] == (
         "| 0.01 | 2 | 17.5 (15.0-20.0) | 1.5000 (1.0000-2.0000) | 60.00 (40.00-80.00) | 2.0 (2.0-2.0) | "
         "1.5 (1-2) | 4.5 (3-6) | 0.50 (0.50-0.50) |"

@@ -1,10 +1,9 @@
-"""run_harness.py, what the four scripts share that is not the algorithm, tested once here: the round's length,
-the run folder, run.json, the evaluation videos, and the defects each fixed with a test that failed before."""
+"""The harness (harness/), what the four scripts share that is not the algorithm, tested once here: the round's
+length, the run folder, run.json, the evaluation videos, the per-environment settings, an env's state for the
+checkpoints, the parts' sizes, and the defects each fixed with a test that failed before."""
 
 import ast
 import contextlib
-import csv
-import io
 import json
 import math
 import os
@@ -23,8 +22,14 @@ import torch
 from helpers import ROOT, TINY, ScriptProcess, read_csv, read_evals, read_wandb_run, run_script, start_and_signal
 
 import dau_discrete
-import run_harness
-from run_harness import CHECKPOINT, EvaluationVideos, new_run_dir, save_json, set_round_seconds
+from dt_wrappers import make_env
+from harness.args import set_round_seconds
+from harness.checkpoint import CHECKPOINT, save_model
+from harness.env_state import env_state, set_env_state
+from harness.files import new_run_dir, save_json
+from harness.logs import PREEMPTED_EXIT_CODE, Logs
+from harness.settings import env_settings
+from harness.videos import EvaluationVideos, PhysicalTimeVideo
 
 sys.path.insert(0, str(ROOT / "sweeps"))
 import run_local  # noqa: E402
@@ -94,6 +99,113 @@ def test_run_json_is_replaced_whole_or_not_at_all(tmp_path):
     assert json.loads(path.read_text()) == {"completed": False}
     save_json({"completed": True, "updates": 50}, str(path))
     assert json.loads(path.read_text()) == {"completed": True, "updates": 50}
+
+
+# --- The parts alone: the per-environment settings, videos, an env's state ---
+
+
+def test_env_settings_are_the_papers_and_follow_the_env_family():
+    """The paper's appendix: normalisation for Ant, HalfCheetah and BipedalWalker (and, here, any MuJoCo
+    env); policy learning rate 0.02 for Pendulum, CartPole and BipedalWalker, else 0.03; tau 0 for Pendulum
+    and CartPole, else 0.9. Replay memory: 1e6 transitions at the coarsest dt of the paper's range for the
+    env (0.01 s, or 0.05 s for Ant and HalfCheetah), at the native step for any other env."""
+    expected = {  # env: (normalize_obs, policy_learning_rate, tau, buffer_time)
+        "Pendulum-v1": (False, 0.02, 0.0, 1e6 * 0.01),
+        "CartPole-v1": (False, 0.02, 0.0, 1e6 * 0.01),
+        "BipedalWalker-v3": (True, 0.02, 0.9, 1e6 * 0.01),
+        "Ant-v4": (True, 0.03, 0.9, 1e6 * 0.05),
+        "HalfCheetah-v4": (True, 0.03, 0.9, 1e6 * 0.05),
+        "Ant-v5": (True, 0.03, 0.9, 1e6 * 0.05),
+        "HalfCheetah-v5": (True, 0.03, 0.9, 1e6 * 0.05),
+        "Hopper-v4": (True, 0.03, 0.9, 1e6 * 0.008),
+        "Acrobot-v1": (False, 0.03, 0.9, 1e6 * 0.2),
+    }
+    for env_id, values in expected.items():
+        settings = env_settings(make_env(env_id, dt=0.01))
+        got = tuple(settings[key] for key in ("normalize_obs", "policy_learning_rate", "tau", "buffer_time"))
+        assert got == pytest.approx(values), env_id
+        assert settings["total_time"] >= 1800 and 0 < settings["eval_every"] <= settings["total_time"] / 5, env_id
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "HalfCheetah-v4"])
+def test_videos_sample_frames_in_physical_time(env_id, tmp_path):
+    """A 1-second episode gives 31 frames at 30 fps (t = 0, 1/30, ..., 1) whatever dt: at dt 0.0005 (2000
+    steps, a frame every ~67 steps), 0.01, and 0.05 (a step longer than a frame: frames repeat). The mp4
+    plays for 1 s (moviepy 2.2 sometimes drops the last frame when it writes: 30 or 31 frames)."""
+    imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")  # moviepy's ffmpeg: not carried to the GPU machine (68 MB)
+    for dt in (0.05, 0.01, 0.0005):
+        env = PhysicalTimeVideo(make_env(env_id, dt, 1.0, seed=0, render_mode="rgb_array"), tmp_path / f"dt{dt}",
+                                episode_trigger=lambda episode: True, fps=30)  # fmt: skip
+        env.reset()
+        zero, truncated = np.zeros(env.action_space.shape, dtype=np.float32), False
+        while not truncated:
+            *_, truncated, _ = env.step(zero)
+        assert len(env.recorded_frames) == 31, dt
+        env.stop_recording()
+        (path,) = (tmp_path / f"dt{dt}").glob("*.mp4")
+        frames, seconds = imageio_ffmpeg.count_frames_and_secs(str(path))
+        assert frames in (30, 31) and seconds == pytest.approx(1.0, abs=1.5 / 30), dt
+
+
+@pytest.mark.parametrize(
+    "env_id,dt,restorable",
+    [("Pendulum-v1", 0.01, True), ("CartPole-v1", 0.005, True), ("Acrobot-v1", 0.05, True),
+     ("HalfCheetah-v4", 0.005, True), ("Ant-v4", 0.02, True), ("BipedalWalker-v3", 0.01, False)],
+)  # fmt: skip
+def test_an_env_state_put_into_another_env_steps_and_resets_the_same(env_id, dt, restorable):
+    """env_state/set_env_state: an env put into another's state mid-episode (the other freshly made with another
+    seed, as at --resume) gives the same observations, rewards and episode ends, and, after a reset, the same
+    next episode (the env's generator). Box2D's world cannot be read back: set_env_state says so."""
+    env = make_env(env_id, dt, seed=1)
+    env.reset()
+    env.action_space.seed(1)
+    actions = [env.action_space.sample() for _ in range(60)]
+    for action in actions[:20]:
+        env.step(action)
+    state = env_state(env)
+    twin = make_env(env_id, dt, seed=2)
+    twin.reset()
+    assert set_env_state(twin, state) is restorable
+    if not restorable:
+        return
+    for action in actions[20:]:
+        stepped, twin_stepped = env.step(action), twin.step(action)
+        np.testing.assert_array_equal(stepped[0], twin_stepped[0])
+        assert stepped[1:4] == twin_stepped[1:4]
+        assert ("episode" in stepped[4]) == ("episode" in twin_stepped[4])
+    np.testing.assert_array_equal(env.reset()[0], twin.reset()[0])
+
+
+# --- The parts' sizes ---
+
+# Parts a maintainer can find and change alone (issue 48): no file over 400 lines, no class over 150, no function or
+# method over 60, in the harness and in the time-step layer.
+SIZE_LIMITS = {"file": 400, "class": 150, "function": 60}
+
+
+def oversized(paths):
+    """Each file, class and function (methods and nested functions included) of `paths` longer than SIZE_LIMITS,
+    as "path: kind name, lines"."""
+    found = []
+    for path in paths:
+        source = path.read_text()
+        if len(source.splitlines()) > SIZE_LIMITS["file"]:
+            found.append(f"{path}: file, {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source)):
+            kind = "class" if isinstance(node, ast.ClassDef) else "function"
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                if node.end_lineno - node.lineno + 1 > SIZE_LIMITS[kind]:
+                    found.append(f"{path}: {kind} {node.name}, {node.end_lineno - node.lineno + 1} lines")
+    return found
+
+
+def test_the_harness_and_the_time_step_layer_are_parts_of_a_readable_size(tmp_path):
+    """harness/*.py and dt_wrappers.py within SIZE_LIMITS; the measure itself finds a method one line too long."""
+    paths = [*sorted((ROOT / "harness").glob("*.py")), ROOT / "dt_wrappers.py"]
+    assert len(paths) > 10 and oversized(paths) == []
+    too_long = tmp_path / "too_long.py"
+    too_long.write_text("class Part:\n    def method(self):\n" + "        pass\n" * 60)
+    assert oversized([too_long]) == [f"{too_long}: function method, 61 lines"]
 
 
 # --- The runs' plumbing end to end, through a script's command line ---
@@ -214,7 +326,7 @@ def test_under_wandb_agent_a_sigtermed_run_is_requeued_and_resumes_by_its_run_id
     env = {"WANDB_MODE": "offline", "WANDB_SWEEP_ID": "sweep123", "WANDB_RUN_ID": "run123"}
     returncode, stdout, stderr = start_and_signal("dau_discrete.py", *command, cwd=tmp_path, signum=signal.SIGTERM,
                                                   env=env)  # fmt: skip
-    assert returncode == run_harness.PREEMPTED_EXIT_CODE, stderr[-2000:]
+    assert returncode == PREEMPTED_EXIT_CODE, stderr[-2000:]
     assert "stopped by SIGTERM: checkpoint saved" in stdout and offline_runs(tmp_path)[0].preempting
     run_script("dau_discrete.py", *command, cwd=tmp_path, env=env)  # the agent's next start of the same run
     (run_dir,) = tmp_path.glob("runs/*__*")  # the same folder: resumed, not started again
@@ -296,9 +408,9 @@ def test_eval_model_refuses_a_file_that_is_not_a_model_in_one_line(script, damag
 def test_model_pt_is_written_atomically(tmp_path, monkeypatch):
     """A kill or an error while model.pt (or checkpoints/<time>s.pt) is written leaves the previous file whole."""
     path, network = tmp_path / "model.pt", torch.nn.Linear(2, 2)
-    run = SimpleNamespace(args=SimpleNamespace(seed=1), state={"optimizer": torch.optim.RMSprop(network.parameters())},
-                          networks={"qf": network})  # fmt: skip
-    run_harness.Run.save_model(run, str(path))
+    optimizer = torch.optim.RMSprop(network.parameters())
+    model = {"args": SimpleNamespace(seed=1), "optimizer": optimizer, "networks": {"qf": network}}
+    save_model(str(path), **model)
     whole = path.read_bytes()
 
     def killed_midway(data, file):  # half a file, then the process is stopped
@@ -308,7 +420,7 @@ def test_model_pt_is_written_atomically(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "save", killed_midway)
     with pytest.raises(KeyboardInterrupt):
-        run_harness.Run.save_model(run, str(path))
+        save_model(str(path), **model)
     assert path.read_bytes() == whole
 
 
@@ -328,20 +440,20 @@ def test_the_rounds_after_the_last_diagnostics_row_get_a_row_at_the_end(tmp_path
 RELEASE_PROBE = """
 import gc, runpy, sys, weakref
 sys.path.insert(0, {root!r})
-import run_harness
+from harness.run import Run
 
-start = run_harness.Run.start
+start = Run.start
 
 
 def probed_start(self, *args, **kwargs):  # the loaded checkpoint's replay rows, watched through a weak reference
-    replay_rows = weakref.ref(self.resumed["state"]["replay"]["fields"][0])
+    replay_rows = weakref.ref(self.resumed.saved["state"]["replay"]["fields"][0])
     obs = start(self, *args, **kwargs)
     gc.collect()
     print("the loaded replay rows are still held:", replay_rows() is not None, flush=True)
     return obs
 
 
-run_harness.Run.start = probed_start
+Run.start = probed_start
 sys.argv[0] = {script!r}
 runpy.run_path({script!r}, run_name="__main__")
 """
@@ -366,23 +478,24 @@ def test_a_resumed_run_releases_the_loaded_checkpoint_once_restored(tmp_path):
         (("values/v", "losses/td_terminal", "losses/td", "batch/terminal_td_share"), [5.0, 1.0, 4.0], "0.25"),
     ],
 )
-def test_the_diagnostics_row_reads_the_stats_by_name(names, sums, share):
+def test_the_diagnostics_row_reads_the_stats_by_name(names, sums, share, tmp_path):
     """The terminal transitions' share of the TD loss is losses/td_terminal / losses/td, found by their names in
     the script's DIAGNOSTICS, not by their places; nan, not a ZeroDivisionError, when the TD loss is exactly 0."""
-    written = io.StringIO()
-    run = SimpleNamespace(diagnostics=names, window=torch.tensor(sums, dtype=torch.float64) * 2, window_rounds=2,
-                          diagnostics_csv=csv.writer(written), diagnostics_file=written, physical_time=0.4,
-                          env_steps=40, updates=2, log_rows=0, args=SimpleNamespace(track=False))  # fmt: skip
-    run_harness.Run._log_diagnostics(run, sps=0.0)
-    row = written.getvalue().strip().split(",")
-    assert row[-1] == share and row[3:-1] == [f"{value:.6g}" for value in sums] and run.log_rows == 1
+    clock = SimpleNamespace(physical_time=0.4, env_steps=40, updates=2, log_rows=0)
+    logs = Logs(tmp_path, clock, names, wandb=None)
+    logs.window, logs.window_rounds = torch.tensor(sums, dtype=torch.float64) * 2, 2
+    logs.diagnostics_row(sps=0.0, wall_time=1.0)
+    logs.close()
+    row = read_csv(tmp_path / "diagnostics.csv")[0]
+    assert row[names[-1]] == share and [row[name] for name in names[:-1]] == [f"{value:.6g}" for value in sums]
+    assert clock.log_rows == 1
 
 
 def test_every_torch_load_of_a_file_is_weights_only():
     """A model or checkpoint runs no code when loaded: every torch.load in the project says weights_only=True (the
     requirements allow torch 2.2, whose default is False)."""
     loads = []
-    for path in [*ROOT.glob("*.py"), *ROOT.glob("sweeps/*.py")]:
+    for path in [*ROOT.glob("*.py"), *ROOT.glob("harness/*.py"), *ROOT.glob("sweeps/*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.load":
                 keywords = {keyword.arg: ast.unparse(keyword.value) for keyword in node.keywords}
@@ -475,7 +588,7 @@ def test_a_run_that_fails_before_its_loop_closes_its_env_workers_and_exits(tmp_p
     checkpoint whose envs do not fit): the process ends with its error instead of waiting forever, at its exit,
     on workers that ignore SIGTERM."""
     code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from types import SimpleNamespace; "
-            "from run_harness import make_vector_env; "
+            "from harness.envs import make_vector_env; "
             "envs = make_vector_env(SimpleNamespace(env_id='CartPole-v1', time_limit=None), 0.01, 4, 1, 2); "
             "raise RuntimeError('before the loop')")  # fmt: skip
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)

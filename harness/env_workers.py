@@ -1,9 +1,9 @@
 """--env-workers: the training envs of a run split over worker processes, computing what one process computes.
 
 `EnvWorkers` is the part of a Gymnasium vector env the scripts use (reset, step, close), over worker processes that
-step their share of the envs; `run_harness.make_vector_env` makes one for --env-workers K > 1, and the checkpoint
-reads and restores the envs' states through it (`env_states`, `restore`). Why it is written here rather than taken
-from Gymnasium: docs/common.md, "Env workers".
+step their share of the envs; `harness/envs.py`'s `make_vector_env` makes one for --env-workers K > 1, and the
+checkpoint reads and restores the envs' states through it (`env_states`, `restore`). Why it is written here rather
+than taken from Gymnasium: docs/common.md, "Env workers".
 """
 
 import atexit
@@ -16,7 +16,8 @@ import traceback
 
 import numpy as np
 
-from dt_wrappers import env_state, make_env, set_env_state
+from dt_wrappers import make_env
+from harness.env_state import env_state, set_env_state
 
 
 class EnvWorkerError(RuntimeError):

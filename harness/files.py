@@ -1,0 +1,70 @@
+"""Files written whole or not at all (the checkpoints, model.pt, run.json), and the run folder with its lock."""
+
+import fcntl
+import itertools
+import json
+import os
+
+import torch
+
+
+def replace_atomically(path, mode, write):
+    """`write(file)` to a file beside `path`, flushed to disk, then renamed over `path`: a kill or an error
+    during the write leaves the previous file whole, and a reader never sees half a file."""
+    partial = f"{path}.partial"
+    with open(partial, mode) as file:
+        write(file)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(partial, path)
+
+
+def save_checkpoint(state, path):
+    """torch.save, atomically: a kill during the write leaves the previous file whole (checkpoints, model.pt)."""
+    replace_atomically(path, "wb", lambda file: torch.save(state, file))
+
+
+def save_json(data, path):
+    """json.dump, atomically (run.json, which sweeps/ reads while runs go on and after they stop)."""
+    replace_atomically(path, "w", lambda file: json.dump(data, file, indent=1))
+
+
+def new_run_dir(run_name, runs="runs"):
+    """Make the folder of a new run, runs/<run_name>, and return its name. The name ends in the start second, so two
+    runs of the same script, env, dt and seed that differ in another argument (a grid over it, started on a fast
+    machine) can get the same one: the second then gets runs/<run_name>_2, and so on. os.mkdir is atomic, so two
+    processes never get the same folder."""
+    os.makedirs(os.path.dirname(os.path.join(runs, run_name)), exist_ok=True)  # (an env id may name a folder)
+    for number in itertools.count(1):
+        name = run_name if number == 1 else f"{run_name}_{number}"
+        try:
+            os.mkdir(os.path.join(runs, name))
+            return name
+        except FileExistsError:
+            continue
+
+
+def claim_run_dir(run_dir):
+    """Hold runs/<run_name> for this process while it lives (an OS lock, released however the process ends): a
+    second process for the same folder, such as a --resume of a run still going, gets a ValueError."""
+    lock = open(os.path.join(run_dir, "running.lock"), "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        raise ValueError(f"{run_dir} is in use by another process (pid {lock.read().strip() or '?'}): wait for it to "
+                         "stop, or stop it (SIGTERM saves a checkpoint)") from None  # fmt: skip
+    except OSError:  # a file system without locks: nothing to hold
+        return lock
+    lock.truncate(0)
+    lock.write(str(os.getpid()))
+    lock.flush()
+    return lock
+
+
+def remove_run_dir(run_dir, lock):
+    """Give back a new run's folder that nothing was written to (a run that stops before it starts): the folder
+    goes, and runs/ too if that leaves it empty."""
+    lock.close()
+    os.remove(os.path.join(run_dir, "running.lock"))
+    os.removedirs(run_dir)

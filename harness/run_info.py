@@ -1,0 +1,80 @@
+"""runs/<run_name>/run.json: what a run ran (its script, arguments and identity), on what (the libraries' versions,
+the machine) and how it ended; sweeps/ reads it while runs go on and after they stop. A run's identity
+(`run_identity`) is the grid point sweeps/ finds its runs by: the constants below say what it leaves out and how a
+run.json older than an argument reads."""
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+
+import torch
+
+from harness.files import save_json
+
+NON_FINITE_LOSS = "non-finite loss"  # run.json's stopped_by for a run that diverged: run again, it diverges again
+# Arguments that change nothing a run computes: a run's identity (run_identity) leaves them out.
+NOT_COMPUTED = ("exp_name", "cpu", "track", "wandb_project_name", "wandb_entity", "wandb_group", "save_model",
+                "eval_model", "capture_video", "checkpoint_every", "resume", "env_workers")  # fmt: skip
+# What the code computed before an argument existed, as that argument's value: a run.json written before it has no
+# such key, and reads as this (the commit that added the argument, which kept the numbers of the code before it).
+VALUE_BEFORE = {"round_seconds": None,  # 5a765e3: --round-seconds, off by default
+                "value_update": "all",  # 5c015d2: V learns from every transition, as in Alg. 1
+                "value_learning_rate": None,  # 6dc78e5: one step size for V and A, as in Alg. 1
+                "learning_rate_reference_dt": None, "terminal_rows": 0,  # dau_discrete_td_noise.py's options, off
+                "weight_decay": 0.0}  # fmt: skip
+# Scripts that compute what another script computes with the same arguments (its options off: a test checks it).
+SAME_COMPUTATION = {"dau_discrete_beyond_paper.py": "dau_discrete.py", "dau_discrete_td_noise.py": "dau_discrete.py"}
+
+
+def run_identity(script, args):
+    """A run's grid point: a hash of its script and of the arguments that change what it computes (run.json's
+    "identity"). Two runs with one identity compute the same numbers, whatever their folders, names and W&B
+    settings; a run.json older than an argument reads as VALUE_BEFORE says."""
+
+    def canonical(value):  # 1800 and 1800.0, or 0.1 and 0.1 + 1e-17, are the same argument
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(f"{value:.12g}")
+        return value
+
+    computed = {key: canonical(value) for key, value in (VALUE_BEFORE | args).items() if key not in NOT_COMPUTED}
+    text = json.dumps({"script": SAME_COMPUTATION.get(script, script), "args": computed}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def library_versions():
+    """Python's and the libraries' versions a run's numbers depend on (run.json), None for one not installed."""
+    # torch's own version names its build (2.13.0+cpu, 2.11.0+cu130), which a GPU image's pip metadata may not.
+    versions = {"python": platform.python_version(), "torch": torch.__version__}
+    for name in ("numpy", "gymnasium", "mujoco", "box2d"):
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def machine_info(device):
+    """What a run ran on, beside library_versions (run.json): the CPU's model, the cores this process may use,
+    torch's threads, MKL's pinned code path (MKL_CBWR, None: MKL's own choice) and the device. The same seed gives
+    the same numbers only with the same thread count, and on another machine only with a CPU that takes the same
+    code path (docs/common.md, "Reproducibility and speed")."""
+    cpu = None
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as file:
+            cpu = next((line.split(":", 1)[1].strip() for line in file if line.startswith("model name")), None)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    return {"cpu": cpu or platform.processor() or platform.machine(), "cores": cores,
+            "torch_threads": torch.get_num_threads(), "mkl_cbwr": os.environ.get("MKL_CBWR"),
+            "device": device_name}  # fmt: skip
+
+
+def write_run_info(run_dir, *, script, run_name, dt, args, device, wandb_id, **results):
+    """runs/<run_name>/run.json: what ran and how it ended (`results`: completed, and once the run stops its
+    physical time, counts, wall times, final scaled return, stopped_by and checkpoint)."""
+    info = {"script": script, "run_name": run_name, "dt": dt, "args": vars(args),
+            "identity": run_identity(script, vars(args)), "versions": library_versions(),
+            "machine": machine_info(device), "wandb_id": wandb_id, **results}  # fmt: skip
+    save_json(info, os.path.join(run_dir, "run.json"))  # whole or not at all, whenever the run stops
