@@ -1,6 +1,6 @@
 """dau_discrete.py and dqn_baseline.py: update rules against the paper, the max-normalised
 advantage, exploration in physical time (and epsilon-greedy's collapse), replay, learning. The update rule also in
-dau_discrete_beyond_paper.py, with its --value-update options (its other options: test_beyond_paper.py)."""
+dau_discrete_beyond_paper.py, with its --value-update options (its other options: test_variants.py)."""
 
 import copy
 from types import SimpleNamespace
