@@ -209,7 +209,7 @@ class ReplayBuffer:
         obs, action, reward, terminated, next_obs = (field[index] for field in self.fields)
         batch = [obs, action.long(), reward.squeeze(-1), terminated.squeeze(-1), next_obs]
         if terminal_rows:
-            batch.append(stratified_weights(batch[3], batch_size, int(self.fields[3][: self.size].sum()), self.size))
+            batch.append(stratified_weights(batch[3], batch_size, len(terminal), self.size))
         return batch
 
     def state_dict(self):  # the filled rows only
