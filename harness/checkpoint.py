@@ -12,7 +12,7 @@ strings, lists, dicts: torch.load(weights_only=True) reads it without running co
     eval_envs                            the evaluation envs' states
     random                               Python's, NumPy's and torch's generators (and CUDA's on a GPU)
     evals_csv_bytes, diagnostics_csv_bytes   the logs' lengths: what was logged after the checkpoint goes
-    videos                               with --capture-video: the video env's state and its count of evaluations
+    videos                               with --capture-video: the video env's state
 
 `write_checkpoint` writes it; `load_checkpoint` reads it back as a `Resumed`, which puts it back (`restore`).
 
@@ -45,7 +45,7 @@ def write_checkpoint(run_dir, *, script, run_name, args, device, wandb_id, count
                   "eval_envs": [env_state(env) for env in eval_envs.envs], "random": random_state(device),
                   "evals_csv_bytes": csv_bytes[0], "diagnostics_csv_bytes": csv_bytes[1]}  # fmt: skip
     if videos is not None:
-        checkpoint["videos"] = {"evaluations": videos.evaluations, "env": env_state(videos.env)}
+        checkpoint["videos"] = {"env": env_state(videos.env)}
     save_checkpoint(checkpoint, os.path.join(run_dir, CHECKPOINT))
 
 
@@ -109,7 +109,6 @@ class Resumed:
         obs = restore_env_states(envs, saved["envs"], saved["obs"].numpy())
         restore_envs(eval_envs, saved["eval_envs"])
         if videos is not None and "videos" in saved:
-            videos.evaluations = saved["videos"]["evaluations"]
             set_env_state(videos.env, saved["videos"]["env"])
         set_random_state(saved["random"])
         return obs

@@ -1,5 +1,6 @@
 """Files written whole or not at all (the checkpoints, model.pt, run.json), and the run folder with its lock."""
 
+import contextlib
 import fcntl
 import itertools
 import json
@@ -68,3 +69,12 @@ def remove_run_dir(run_dir, lock):
     lock.close()
     os.remove(os.path.join(run_dir, "running.lock"))
     os.removedirs(run_dir)
+
+
+def remove_if_never_started(run_dir):
+    """At the process's exit: a new run's folder that holds nothing but its lock (the process stopped before the run
+    wrote run.json, such as a Ctrl-C or an error while the script set up) goes, and runs/ if that leaves it empty."""
+    if os.path.isdir(run_dir) and set(os.listdir(run_dir)) <= {"running.lock"}:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(run_dir, "running.lock"))
+        os.removedirs(run_dir)

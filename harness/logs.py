@@ -19,25 +19,29 @@ PREEMPTED_EXIT_CODE = 75  # under `wandb agent`, a SIGTERMed run exits with this
 class Logs:
     """evals.csv, diagnostics.csv and W&B's rows, at the times of the run's `clock`; `diagnostics` names the columns
     of diagnostics.csv, `wandb` is the module of a run with --track (None without). `csv_bytes` (for a resumed run:
-    evals.csv's and diagnostics.csv's lengths at its checkpoint) cuts the files back and appends to them. COUNTERS
-    are what the checkpoint keeps."""
+    evals.csv's and diagnostics.csv's lengths at its checkpoint) cuts the files back and appends to them;
+    `wandb_is_new`: a resumed run's W&B run starts now (the run ran without --track). COUNTERS are what the
+    checkpoint keeps."""
 
     COUNTERS = ("window", "window_rounds", "last_eval", "eval_seconds")
 
-    def __init__(self, run_dir, clock, diagnostics, wandb, csv_bytes=None):
+    def __init__(self, run_dir, clock, diagnostics, wandb, csv_bytes=None, wandb_is_new=False):
         self.clock, self.diagnostics, self.wandb, resumed = clock, diagnostics, wandb, csv_bytes is not None
         self.last_eval, self.eval_seconds = float("nan"), 0.0
         self.window, self.window_rounds = torch.zeros(len(diagnostics) - 1, dtype=torch.float64), 0  # sums since a row
         # What W&B holds already: a resumed run computes again what it logged after the checkpoint, and W&B cannot
         # take rows back, so it gets only the evaluations and diagnostics rows after its last of each (its summary
         # keeps the env_steps of the last evaluation and the updates of the last diagnostics row it received).
-        summary = wandb.run.summary if wandb and resumed else {}
+        # Offline, the summary is not read back ({}): the rows from the checkpoint on are sent (docs/common.md).
+        summary = wandb.run.summary if wandb and resumed and not wandb_is_new else {}
         self.wandb_has = {"env_steps": summary.get("env_steps", -1), "updates": summary.get("updates", -1)}
         paths = [os.path.join(run_dir, name) for name in ("evals.csv", "diagnostics.csv")]
         if resumed:  # what was logged after the checkpoint goes: the resumed run logs the same numbers again
             for path, size in zip(paths, csv_bytes, strict=True):
                 with open(path, "r+b") as file:
                     file.truncate(size)
+            if wandb and (wandb_is_new or not wandb.run.offline):  # what W&B is known to lack of the kept rows
+                self._send_kept_rows(paths)
         self.evals_file, self.diagnostics_file = (open(path, "a" if resumed else "w", newline="") for path in paths)
         self.evals_csv, self.diagnostics_csv = csv.writer(self.evals_file), csv.writer(self.diagnostics_file)
         if not resumed:
@@ -48,6 +52,20 @@ class Logs:
                    TimeRemainingColumn()]  # fmt: skip
         self.progress = Progress(*columns, disable=not sys.stdout.isatty())
         self.console = self.progress.console  # the run's lines, printed above the progress bar
+
+    def _send_kept_rows(self, paths):
+        """The rows logged before the checkpoint that W&B lacks (all of them for a W&B run that starts now; online,
+        those a killed process had not sent), read back from evals.csv and diagnostics.csv (`paths`): W&B's history
+        is the whole run's (SPS, not kept in the files, is missing from those rows)."""
+        with open(paths[0], newline="") as evals, open(paths[1], newline="") as diagnostics:
+            for row in csv.DictReader(evals):
+                if int(row["env_steps"]) > self.wandb_has["env_steps"]:
+                    self.wandb.log(evaluation_row(float(row["physical_time"]), float(row["scaled_return"]),
+                                                  int(row["env_steps"])))  # fmt: skip
+            for row in csv.DictReader(diagnostics):
+                if int(row["updates"]) > self.wandb_has["updates"]:
+                    self.wandb.log({"physical_time": float(row["physical_time"]), "updates": int(row["updates"]),
+                                    **{name: float(row[name]) for name in self.diagnostics}})  # fmt: skip
 
     def csv_bytes(self):
         """evals.csv's and diagnostics.csv's lengths now, for a checkpoint."""
@@ -89,12 +107,17 @@ class Logs:
         self.console.print(f"physical time {clock.physical_time:8.1f} s   scaled return "
                            f"{scaled_return:9.2f}   wall {wall_time:6.0f} s")  # fmt: skip
         if self.wandb and clock.env_steps > self.wandb_has["env_steps"]:
-            self.wandb.log({"physical_time": clock.physical_time, "eval/scaled_return": scaled_return,
-                            "env_steps": clock.env_steps})  # fmt: skip
+            self.wandb.log(evaluation_row(clock.physical_time, scaled_return, clock.env_steps))
 
     def close(self):
         self.evals_file.close()
         self.diagnostics_file.close()
+
+
+def evaluation_row(physical_time, scaled_return, env_steps):
+    """An evaluation's row for W&B. `env_steps` is in no other row: a resumed run's summary["env_steps"] is the
+    last evaluation W&B holds (Logs.wandb_has)."""
+    return {"physical_time": physical_time, "eval/scaled_return": scaled_return, "env_steps": env_steps}
 
 
 def diagnostics_means(names, window, window_rounds):

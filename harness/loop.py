@@ -33,7 +33,8 @@ class Loop:
         self.run, self.envs, self.state, self.networks = run, envs, state, networks
         self.evaluate, self.act, self.completed, self.final_eval_envs = evaluate, act, False, None
         self.clock = Clock(args, run.dt)
-        self.logs = Logs(run.run_dir, self.clock, diagnostics, run.wandb, resumed.csv_bytes if resumed else None)
+        self.logs = Logs(run.run_dir, self.clock, diagnostics, run.wandb, resumed.csv_bytes if resumed else None,
+                         wandb_is_new=bool(resumed) and run.wandb_id != resumed.wandb_id)  # fmt: skip
         wall_time = resumed.restore_counters(self.clock, self.logs) if resumed else 0.0
         self.videos = None
         if args.capture_video:  # a separate env, so that the evaluation envs' episodes stay as they are
@@ -43,6 +44,8 @@ class Loop:
         self.start_time = time.time() - wall_time  # a resumed run's wall time goes on from the checkpoint's
         if resumed:  # the state the checkpoint saved, in place of the fresh one just made
             obs = resumed.restore(state=state, envs=envs, obs=obs, eval_envs=run.eval_envs, videos=self.videos)
+        if self.videos is not None:  # its schedule counts the run's evaluations (--capture-video new on a resume too)
+            self.videos.evaluations = self.clock.evaluations
         self.obs = obs
 
     def rounds(self):

@@ -6,6 +6,7 @@ checkpoint), then `with run: for _ in run.rounds(): ...; run.end_round(...)`. Ea
 harness/__init__.py lists them.
 """
 
+import atexit
 import os
 import random
 import sys
@@ -19,7 +20,7 @@ from harness.args import buffer_rows, parse_args, settle_args
 from harness.checkpoint import load_model, restore_model
 from harness.clock import Preemption
 from harness.envs import make_vector_env
-from harness.files import claim_run_dir, new_run_dir, remove_run_dir
+from harness.files import claim_run_dir, new_run_dir, remove_if_never_started, remove_run_dir
 from harness.logs import finish_wandb, start_wandb
 from harness.loop import Loop
 from harness.settings import settings_help
@@ -66,6 +67,8 @@ class Run:
             self.run_name, self.wandb_id = self.resumed.run_name, self.resumed.wandb_id
         elif not args.eval_model:
             self.run_name = new_run_dir(self.run_name)
+            # A Ctrl-C (or an error) before the run's first file leaves no folder behind (atexit runs for both).
+            atexit.register(remove_if_never_started, os.path.join("runs", self.run_name))
         self.run_dir = args.resume or os.path.join("runs", self.run_name)
         if not args.eval_model:
             try:
@@ -94,6 +97,8 @@ class Run:
             sys.exit(f"error: {error}")
         scaled_return = evaluate()
         print(f"{args.eval_model}: mean scaled return {scaled_return:.2f} over {args.num_eval_envs} episodes")
+        if self.wandb:  # the W&B run of --eval-model --track: its one row (the model file is in its config)
+            self.wandb.log({"eval/scaled_return": scaled_return})
         if args.capture_video:  # one episode, in a videos/ folder next to the model file
             videos_dir = os.path.join(os.path.dirname(args.eval_model), "videos")
             model_name = os.path.splitext(os.path.basename(args.eval_model))[0]

@@ -272,7 +272,7 @@ def init(id=None, resume=None, **settings):
         with open(received) as file:
             for line in file:
                 summary.update(json.loads(line))
-    wandb.run = types.SimpleNamespace(id=id or "run123", summary=summary, sweep_id=None)
+    wandb.run = types.SimpleNamespace(id=id or "run123", summary=summary, sweep_id=None, offline=False)
 
 def log(row):
     with open(received, "a") as file:
@@ -286,11 +286,14 @@ runpy.run_path({script!r}, run_name="__main__")
 """
 
 
-def test_a_killed_and_resumed_run_sends_each_evaluation_and_diagnostics_row_to_wandb_once(tmp_path):
+@pytest.mark.parametrize("lost", [0, 4])
+def test_a_killed_and_resumed_run_sends_each_evaluation_and_diagnostics_row_to_wandb_once(lost, tmp_path):
     """A run killed (SIGKILL) after its last checkpoint had sent W&B more rows; the resumed run computes those rows
     again and sends only the ones W&B lacks (after the last evaluation and the last diagnostics row it holds), so
-    that W&B has each row once, the same as evals.csv and diagnostics.csv of the whole run. (One torch thread: 1500
-    updates, which two threads on busy cores make slow.)"""
+    that W&B has each row once, the same as evals.csv and diagnostics.csv of the whole run. With `lost` rows
+    before the checkpoint that W&B never got (a killed process's unsent stream), the resumed run sends them from
+    the CSV files (before, they stayed missing). (One torch thread: 1500 updates, which two threads on busy cores
+    make slow.)"""
     server = tmp_path / "dau_discrete_with_wandb_server.py"
     script = repr(str(ROOT / "dau_discrete.py"))
     server.write_text(WANDB_SERVER.replace("{script!r}", script).replace("{root!r}", repr(str(ROOT))))
@@ -303,6 +306,9 @@ def test_a_killed_and_resumed_run_sends_each_evaluation_and_diagnostics_row_to_w
     received_before = (tmp_path / "received.jsonl").read_text().splitlines()
     counters = torch.load(run_dir / CHECKPOINT, weights_only=True)["counters"]
     assert len(received_before) > counters["evaluations"] + counters["log_rows"]  # it sent rows after the checkpoint
+    if lost:  # the server got the rows up to `lost` rows before the checkpoint only
+        kept = counters["evaluations"] + counters["log_rows"] - lost
+        (tmp_path / "received.jsonl").write_text("".join(line + "\n" for line in received_before[:kept]))
     run_script(str(server), "--resume", str(run_dir), "--track", cwd=tmp_path, env=env)
     rows = [json.loads(line) for line in (tmp_path / "received.jsonl").read_text().splitlines()]
     evals = [row for row in rows if "eval/scaled_return" in row]
@@ -311,6 +317,92 @@ def test_a_killed_and_resumed_run_sends_each_evaluation_and_diagnostics_row_to_w
         float(row["scaled_return"]) for row in read_evals(tmp_path)]  # fmt: skip
     diagnostics = [row["updates"] for row in rows if "losses/td" in row]
     assert diagnostics == [int(row["updates"]) for row in read_csv(run_dir / "diagnostics.csv")]
+
+
+def wandb_rows(cwd):
+    """The evaluations and the diagnostics rows that the offline W&B runs under `cwd` hold, all runs together in
+    the order they were made: (physical time, env steps, scaled return) and (physical time, updates)."""
+    history = [row for logged in offline_runs(cwd) for row in logged.history]
+    evals = [(round(row["physical_time"], 6), row["env_steps"], round(row["eval/scaled_return"], 4))
+             for row in history if "eval/scaled_return" in row]  # fmt: skip
+    diagnostics = [(round(row["physical_time"], 6), row["updates"]) for row in history if "losses/td" in row]
+    return evals, diagnostics
+
+
+def csv_rows(cwd):
+    """What the same rows are in evals.csv and diagnostics.csv."""
+    (diagnostics,) = Path(cwd).glob("runs/*/diagnostics.csv")
+    evals = [(float(row["physical_time"]), int(row["env_steps"]), float(row["scaled_return"]))
+             for row in read_evals(cwd)]  # fmt: skip
+    return evals, [(float(row["physical_time"]), int(row["updates"])) for row in read_csv(diagnostics)]
+
+
+def test_wandb_offline_holds_each_row_once_when_track_comes_on_a_resume_and_the_run_is_stopped_again(tmp_path):
+    """The real W&B, offline, its logs read back: a run without --track stopped by SIGTERM, resumed with --track
+    (a new W&B run: it first gets the rows logged before the checkpoint, from the CSV files), stopped again and
+    resumed with --track (the same W&B run, which gets only the rows after the checkpoint). Together the two
+    offline logs hold every evaluation and diagnostics row of the CSV files once, in order. (Before, the W&B run
+    started at the first resume lacked the rows before it.)"""
+    args, env = ["--env-id", "CartPole-v1", "--dt", "0.01", "--total-time", "24", *TINY], {"WANDB_MODE": "offline"}
+    returncode, _, stderr = start_and_signal("dqn_baseline.py", *args, cwd=tmp_path, signum=signal.SIGTERM, rows=4)
+    assert returncode == 0, stderr[-2000:]
+    (run_dir,) = tmp_path.glob("runs/*__*")
+    assert json.loads((run_dir / "run.json").read_text())["wandb_id"] is None
+    returncode, _, stderr = start_and_signal("dqn_baseline.py", "--resume", str(run_dir), "--track", cwd=tmp_path,
+                                             signum=signal.SIGTERM, rows=12, env=env)  # fmt: skip
+    assert returncode == 0, stderr[-2000:]
+    stopped = json.loads((run_dir / "run.json").read_text())
+    assert stopped["stopped_by"] == "SIGTERM" and stopped["wandb_id"] and stopped["physical_time"] < 20
+    run_script("dqn_baseline.py", "--resume", str(run_dir), "--track", cwd=tmp_path, env=env)
+    finished = json.loads((run_dir / "run.json").read_text())
+    assert finished["completed"] and finished["wandb_id"] == stopped["wandb_id"]
+    folders = sorted(path.name for path in tmp_path.glob("wandb/offline-run-*"))
+    assert len(folders) == 2 and all(name.endswith(f"-{stopped['wandb_id']}") for name in folders)
+    evals, diagnostics = csv_rows(tmp_path)
+    assert len(evals) == 25 and len(diagnostics) == 60  # a row a round (0.4 s: --eval-every / 10 is less)
+    assert wandb_rows(tmp_path) == (evals, diagnostics)
+
+
+def test_wandb_keeps_the_final_evaluation_of_a_run_that_is_extended(tmp_path):
+    """What W&B cannot do (real W&B, offline): take a row back. A finished run extended with a larger
+    --total-time goes on from its state before the final evaluation, so evals.csv drops that evaluation (at 6 s,
+    between the --eval-every grid's points) and has the extended run's; W&B keeps the row it was sent at 6 s, the
+    rest once (docs/common.md, Logging)."""
+    args = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY[:-2], "--eval-every", "4", "--checkpoint-every", "4"]
+    env = {"WANDB_MODE": "offline"}
+    run_script("dqn_baseline.py", *args, "--total-time", "6", "--track", cwd=tmp_path, env=env)
+    (run_dir,) = tmp_path.glob("runs/*__*")
+    run_script("dqn_baseline.py", "--resume", str(run_dir), "--total-time", "10", "--track", cwd=tmp_path, env=env)
+    evals, _ = csv_rows(tmp_path)
+    assert [row[0] for row in evals] == [0, 4, 8, 10]
+    sent, _ = wandb_rows(tmp_path)
+    assert [row[0] for row in sent] == [0, 4, 6, 8, 10] and [sent[i] for i in (0, 1, 3, 4)] == evals
+
+
+def test_eval_model_with_track_sends_its_evaluation_to_wandb(saved_model, tmp_path):
+    """--eval-model --track (real W&B, offline): the W&B run holds the evaluation printed, and the model file in
+    its config. (Before, the W&B run was started and given nothing.)"""
+    result = run_script("dau_continuous.py", "--eval-model", str(saved_model), "--track", cwd=tmp_path,
+                        env={"WANDB_MODE": "offline"})  # fmt: skip
+    printed = float(result.stdout.split("mean scaled return ")[1].split()[0])
+    (logged,) = offline_runs(tmp_path)
+    assert [round(row["eval/scaled_return"], 2) for row in logged.history] == [printed]
+    assert logged.config["eval_model"] == str(saved_model)
+
+
+def test_videos_keep_their_schedule_when_capture_video_comes_on_a_resume(tmp_path):
+    """--capture-video given at --resume to a run made without it: the videos are those of the run's own
+    evaluations 0, 1, 4, 16, ... and the last that fall after the resume (evaluation 16 at 16 s, the last at
+    20 s), not a schedule started again at the resume (which recorded the next evaluations, 0 and 1 of its
+    count)."""
+    args = ["--env-id", "Pendulum-v1", "--dt", "0.01", "--total-time", "20", *TINY]
+    returncode, _, stderr = start_and_signal("dau_continuous.py", *args, cwd=tmp_path, signum=signal.SIGTERM, rows=7)
+    assert returncode == 0, stderr[-2000:]
+    (run_dir,) = tmp_path.glob("runs/*__*")
+    assert 5 <= len(read_evals(tmp_path)) < 16
+    run_script("dau_continuous.py", "--resume", str(run_dir), "--capture-video", cwd=tmp_path)
+    videos = sorted(path.name.split("-episode")[0] for path in (run_dir / "videos").glob("*.mp4"))
+    assert videos == ["physical-time-16s", "physical-time-20s"]
 
 
 def test_under_wandb_agent_a_sigtermed_run_is_requeued_and_resumes_by_its_run_id(tmp_path, monkeypatch):
