@@ -65,6 +65,9 @@ def test_a_grid_point_is_what_its_run_computes():
     assert run_identity("dau_discrete_beyond_paper.py", args) == point  # the variant scripts, their options off
     assert run_identity("dau_discrete_td_noise.py", args | {"terminal_rows": 0, "weight_decay": 0.0}) == point
     assert run_identity("dau_discrete_td_noise.py", args | {"terminal_rows": 64}) != point
+    off = {"advantage_without_terminal_rows": False, "value_horizon": None}
+    assert run_identity("dau_discrete_horizon.py", args | off) == point
+    assert run_identity("dau_discrete_horizon.py", args | {"value_horizon": 0.05}) != point
 
 
 def label(script, env_id="CartPole-v1", dt=0.01, **given):
@@ -85,6 +88,8 @@ def test_a_run_is_labelled_by_its_algorithm_and_its_non_default_arguments():
     )
     assert label("dau_discrete_td_noise.py") == "DAU"
     assert label("dau_discrete_td_noise.py", terminal_rows=64) == "DAU+terminal_rows=64"
+    assert label("dau_discrete_horizon.py") == "DAU"
+    assert label("dau_discrete_horizon.py", value_horizon=0.05) == "DAU+value_horizon=0.05"
     # --round-seconds sets steps and updates per round: the label shows the option, not what it set.
     assert label("dau_discrete.py", dt=0.001, round_seconds=0.1) == "DAU+round_seconds=0.1"
     # dau_discrete.py's run.json: before the options (none of them), with them (off or on), and today's.

@@ -26,11 +26,14 @@ from harness.files import save_checkpoint
 # The variant's --exploration ou-scaled: its running spread averages over 1 / kappa = 2 s here (at the default
 # kappa 7.5, a spread lost at the resume would not change an action in this short run).
 OU_SCALED = ["--exploration", "ou-scaled", "--ou-kappa", "0.5"]
+# dau_discrete_horizon.py's options: which rows continue their env's previous one is read from the restored memory.
+HORIZON = ["--value-horizon", "0.05", "--advantage-without-terminal-rows"]
 CASES = [
     ("dau_continuous.py", "Pendulum-v1", []),
     ("ddpg_baseline.py", "Pendulum-v1", ["--tau", "0.5"]),
     ("dau_discrete.py", "CartPole-v1", ["--eval-every", "12"]),
     ("dau_discrete_beyond_paper.py", "CartPole-v1", ["--eval-every", "12", *OU_SCALED]),
+    ("dau_discrete_horizon.py", "CartPole-v1", ["--eval-every", "12", *HORIZON]),
     ("dqn_baseline.py", "CartPole-v1", ["--tau", "0.5"]),
     ("dau_continuous.py", "HalfCheetah-v4", []),
 ]

@@ -1,13 +1,17 @@
-"""The variant scripts, dau_discrete.py plus options the paper does not use: dau_discrete_beyond_paper.py and
-dau_discrete_td_noise.py. With their defaults each is the paper's script, number for number; each option does what
-its help says (--value-update: test_discrete.py's paper's-deltas test; --exploration ou-scaled's resume:
-test_resume.py)."""
+"""The variant scripts, dau_discrete.py plus options the paper does not use: dau_discrete_beyond_paper.py,
+dau_discrete_td_noise.py and dau_discrete_horizon.py. With their defaults each is the paper's script, number for
+number; each option does what its help says (--value-update: test_discrete.py's paper's-deltas test;
+--exploration ou-scaled's resume: test_resume.py)."""
+
+import copy
 
 import pytest
 import torch
-from helpers import TINY, fixed_batch, read_evals, run_script
+from helpers import TINY, fixed_batch, flat, per_sample_gradient, read_evals, run_script
 
+import dau_discrete as paper
 import dau_discrete_beyond_paper as beyond
+import dau_discrete_horizon as horizon
 import dau_discrete_td_noise as td_noise
 
 SHORT = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "4", "--checkpoint-every", "100"]
@@ -39,13 +43,16 @@ def papers_run(tmp_path_factory):
         ("dau_discrete_beyond_paper.py", []),
         ("dau_discrete_td_noise.py", []),
         ("dau_discrete_td_noise.py", ["--learning-rate-reference-dt", "0.01"]),  # the sqrt(dt) rule at dt = DT0
+        ("dau_discrete_horizon.py", []),
+        ("dau_discrete_horizon.py", ["--value-horizon", "0.01"]),  # V's target over one step: n = 1
     ],
-    ids=["beyond_paper", "td_noise", "td_noise-reference-dt-is-dt"],
+    ids=["beyond_paper", "td_noise", "td_noise-reference-dt-is-dt", "horizon", "horizon-one-step"],
 )
 def test_with_its_defaults_the_variant_is_the_papers_script(script, extra, papers_run, tmp_path):
     """The same short run of dau_discrete.py and of the variant with its defaults: the same evals.csv (wall times
     aside) and diagnostics.csv, and the variant's checkpoint holds the paper's script's state and no more. The
-    sqrt(dt) rule with its reference step at the run's dt is Alg. 1 bit for bit."""
+    sqrt(dt) rule with its reference step at the run's dt, and V's target over a horizon of one step (its replay
+    memory's rows followed env by env, its batches carrying the rows ahead), are Alg. 1 bit for bit."""
     paper_evals, paper_diagnostics, paper = papers_run
     evals, diagnostics, variant = short_run(tmp_path / "variant", script, *extra)
     assert len(paper_evals) == 5 and len(paper_diagnostics.splitlines()) > 5
@@ -186,3 +193,136 @@ def test_weighted_update_and_decoupled_weight_decay():
     torch.testing.assert_close(stats["weighted"], stats["paper"])
     torch.testing.assert_close(parameters["decayed"], parameters["paper"] * (1 - learning_rate * 5.0))
     assert not torch.equal(parameters["decayed"], parameters["paper"])
+
+
+def test_the_horizon_options_run_to_another_run_and_a_horizon_of_0_is_refused(papers_run, tmp_path):
+    """Both options on, V's target over 0.05 s (5 steps at dt 0.01): the training loop marks which rows continue
+    their env's previous row (some do, some do not) and the run is another than the paper's; --value-horizon 0 is
+    refused before any work."""
+    *_, variant = short_run(tmp_path / "variant", "dau_discrete_horizon.py", "--value-horizon", "0.05",
+                            "--advantage-without-terminal-rows")  # fmt: skip
+    replay = variant["state"]["replay"]
+    assert 0 < replay["fields"][5][: replay["size"]].mean() < 1
+    assert short_run(tmp_path / "horizon", "dau_discrete_horizon.py", "--value-horizon", "0.05")[1] != papers_run[1]
+    result = run_script(
+        "dau_discrete_horizon.py", *SHORT, "--value-horizon", "0", cwd=tmp_path, check=False, timeout=120
+    )
+    assert result.returncode != 0 and "--value-horizon must be positive" in result.stderr, result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def horizon_buffers(follows, steps=4, envs=4):
+    """The same `steps` adds of `envs` rows (fixed_batch's transitions) to dau_discrete.py's replay memory and to
+    dau_discrete_horizon.py's with --value-horizon, where each row continues its env's previous row if `follows`."""
+    obs, action, reward, terminated, next_obs = fixed_batch(obs_dim=3, n=steps * envs, num_actions=2)
+    buffers = paper.ReplayBuffer(32, 3, "cpu"), horizon.ReplayBuffer(32, 3, "cpu", envs)
+    for step in range(steps):
+        rows = slice(step * envs, (step + 1) * envs)
+        transition = obs[rows], action[rows], reward[rows], terminated[rows], next_obs[rows]
+        buffers[0].add(*transition)
+        buffers[1].add(*transition, torch.full((envs,), float(follows)))
+    return buffers
+
+
+def step_from(module, networks, batch, *options):
+    """The parameters and stats after `module`'s update() on `batch`, one RMSprop step from a copy of `networks`."""
+    value, advantage = copy.deepcopy(networks)
+    optimizer = torch.optim.RMSprop([*value.parameters(), *advantage.parameters()], lr=1e-3, alpha=0.99)
+    stats = module.update(batch, value, advantage, optimizer, 0.01, 0.8, *options)
+    return flat(value), flat(advantage), stats
+
+
+@pytest.mark.parametrize(
+    "steps,follows", [(1, True), (4, False), (4, True)], ids=["one-step", "cut-at-once", "rows-ahead"]
+)
+def test_a_value_horizon_of_one_step_and_the_defaults_are_alg1s_step_bit_for_bit(steps, follows):
+    """dau_discrete_horizon.py's update() from the same weights on the same rows: with its defaults (the paper's
+    batch), and with --value-horizon of one step (n = 1) or of n = 4 where every row's return is cut at once (the
+    next action not greedy: V's target is Alg. 1's), the parameters and stats after one RMSprop step are
+    dau_discrete.py's bit for bit; where the rows ahead continue, V's target, so the step, is another."""
+    torch.manual_seed(0)
+    normalizer = paper.Normalizer(3)
+    networks = paper.Value(3, 16, normalizer), paper.Advantage(3, 2, 16, normalizer)
+    papers_buffer, buffer = horizon_buffers(follows)
+    torch.manual_seed(1)
+    papers_batch = [field[0] for field in papers_buffer.sample(1, 16)]
+    torch.manual_seed(1)
+    batch = [field[0] for field in buffer.sample(1, 16, steps)]
+    assert len(batch) == 9 and all(torch.equal(mine, its) for mine, its in zip(batch[:5], papers_batch, strict=True))
+    papers_step = step_from(paper, networks, papers_batch)
+    defaults = step_from(horizon, networks, papers_batch)  # its options off
+    assert all(torch.equal(mine, its) for mine, its in zip(defaults, papers_step, strict=True))
+    value, advantage, stats = step_from(horizon, networks, batch)
+    assert torch.equal(advantage, papers_step[1]) and torch.equal(stats, papers_step[2])  # A's TD error: one step
+    assert batch[6].max() == (3 if steps > 1 and follows else 0)  # the rows ahead that V's target reaches
+    assert torch.equal(value, papers_step[0]) == (batch[6].max() == 0)
+
+
+def test_the_value_horizons_target_is_the_n_step_return_cut_where_the_greedy_policy_leaves_the_data():
+    """--value-horizon, n = 3 at dt 0.1: two envs' six steps in a ring of 11 rows (the oldest row overwritten; an
+    env's next row 2 rows further on, modulo 11). Each row's V target is sum_k gamma^(k dt) r_k dt +
+    gamma^(m dt) (1 - d) V(s_m) over the m <= n steps its env's rows reach: cut after a termination (env 0's step 2:
+    no bootstrap), a truncation (env 1's step 3: bootstrap on its last observation), at an action the noise changed
+    (env 1's step 2), and at the newest rows (never onto the oldest, another env's)."""
+    dt, gamma, steps = 0.1, 0.8, 3
+    obs = [[0, 1, 2, 3, 4, 5], [10, 11, 12, 13, 14, 15]]
+    next_obs = [[1, 2, 50, 4, 5, 6], [11, 12, 13, 60, 15, 16]]  # env 0 terminates at step 2, env 1 truncated at 3
+    terminated = [[0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0]]
+    greedy = [[1, 1, 1, 1, 1, 1], [1, 1, 0, 1, 1, 1]]  # env 1's step 2: the noise changed the greedy action
+    buffer = horizon.ReplayBuffer(11, 1, "cpu", 2)
+    for step in range(6):
+        observation = torch.tensor([[obs[0][step]], [obs[1][step]]], dtype=torch.float32)
+        follows = buffer.follows(observation, torch.tensor([greedy[0][step], greedy[1][step]], dtype=torch.bool))
+        buffer.add(observation, torch.zeros(2, dtype=torch.long), 0.5 + observation[:, 0] / 10,
+                   torch.tensor([terminated[0][step], terminated[1][step]]),
+                   torch.tensor([[next_obs[0][step]], [next_obs[1][step]]]), follows)  # fmt: skip
+    # Each row the ring still holds, named by its s: the rows whose rewards its target sums (named by their s) and
+    # the s_m it bootstraps on (None: the episode terminated).
+    expected = {1: ([1, 2], None), 2: ([2], None), 3: ([3, 4, 5], 6), 4: ([4, 5], 6), 5: ([5], 6),
+                10: ([10, 11], 12), 11: ([11], 12), 12: ([12, 13], 60), 13: ([13], 60), 14: ([14, 15], 16),
+                15: ([15], 16)}  # fmt: skip
+
+    def value(observation):
+        return 3 + 0.5 * observation[..., 0]
+
+    torch.manual_seed(0)
+    obs_sampled, _, reward, _, _, *ahead = (field[0] for field in buffer.sample(1, 400, steps))
+    targets = horizon.horizon_target(reward, *ahead, value, dt, gamma)
+    assert set(obs_sampled[:, 0].tolist()) == set(expected)
+    for row, target in zip(obs_sampled[:, 0].tolist(), targets.tolist(), strict=True):
+        rewarded, bootstrap = expected[row]
+        want = sum(gamma ** (k * dt) * (0.5 + s / 10) * dt for k, s in enumerate(rewarded))
+        if bootstrap is not None:
+            want += gamma ** (len(rewarded) * dt) * (3 + 0.5 * bootstrap)
+        assert target == pytest.approx(want, rel=1e-6), row
+
+
+def test_advantage_without_terminal_rows_leaves_them_out_of_as_gradient_alone(float64):
+    """--advantage-without-terminal-rows: Delta-psi = mean over all rows of (1 - d) td / dt dA(s, a)/dpsi (the
+    terminal rows out, the mean still over the whole batch); Delta-theta = mean(td / dt dV/dtheta), Alg. 1's."""
+    dt, gamma = 0.01, 0.8
+    torch.manual_seed(0)
+    normalizer = horizon.Normalizer(4)
+    value, advantage = horizon.Value(4, 16, normalizer), horizon.Advantage(4, 3, 16, normalizer)
+    batch = fixed_batch(obs_dim=4, num_actions=3)  # every third transition terminated
+    v0, a0 = copy.deepcopy(value), copy.deepcopy(advantage)
+    expected_theta, expected_psi = 0, 0
+    for obs, action, reward, terminated, next_obs in zip(*batch, strict=True):
+        with torch.no_grad():
+            target = reward * dt + (1 - terminated) * gamma**dt * v0(next_obs[None])
+        advantages = a0(obs[None])[0]
+        advantage_taken = advantages[action.item()] - advantages.max()
+        td = (v0(obs[None]) + dt * advantage_taken - target).item()
+        expected_theta += td / dt * per_sample_gradient(v0(obs[None]).sum(), list(v0.parameters()))
+        expected_psi += (1 - terminated.item()) * td / dt * per_sample_gradient(advantage_taken, list(a0.parameters()))
+    n = len(batch[0])
+    assert 0 < batch[3].sum() < n
+    optimizer = torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0)
+    horizon.update(batch, value, advantage, optimizer, dt, gamma, True)
+    torch.testing.assert_close(flat(v0) - flat(value), expected_theta / n, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(flat(a0) - flat(advantage), expected_psi / n, rtol=1e-9, atol=1e-12)
+    value, advantage = copy.deepcopy(v0), copy.deepcopy(a0)  # Alg. 1's step: the same for V, another for A
+    paper.update(batch, value, advantage, torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0),
+                 dt, gamma)  # fmt: skip
+    torch.testing.assert_close(flat(v0) - flat(value), expected_theta / n, rtol=1e-9, atol=1e-12)
+    assert not torch.allclose(flat(a0) - flat(advantage), expected_psi / n)
