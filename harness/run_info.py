@@ -34,14 +34,16 @@ SAME_COMPUTATION = {"dau_discrete_beyond_paper.py": "dau_discrete.py", "dau_disc
 def run_identity(script, args):
     """A run's grid point: a hash of its script and of the arguments that change what it computes (run.json's
     "identity"). Two runs with one identity compute the same numbers, whatever their folders, names and W&B
-    settings; a run.json older than an argument reads as VALUE_BEFORE says."""
+    settings; a run.json older than an argument reads as VALUE_BEFORE says. An argument at its VALUE_BEFORE value
+    (an option off) is left out, so that an option added later changes no identity already made."""
 
     def canonical(value):  # 1800 and 1800.0, or 0.1 and 0.1 + 1e-17, are the same argument
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(f"{value:.12g}")
         return value
 
-    computed = {key: canonical(value) for key, value in (VALUE_BEFORE | args).items() if key not in NOT_COMPUTED}
+    computed = {key: canonical(value) for key, value in args.items()
+                if key not in NOT_COMPUTED and not (key in VALUE_BEFORE and value == VALUE_BEFORE[key])}  # fmt: skip
     text = json.dumps({"script": SAME_COMPUTATION.get(script, script), "args": computed}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -7,12 +7,13 @@ import signal
 import subprocess
 import sys
 import time
+from unittest.mock import patch
 
 import pytest
 from helpers import ROOT, TINY_SWEEP, executor, start_and_signal
 
 from harness.checkpoint import CHECKPOINT
-from harness.run_info import NON_FINITE_LOSS, run_identity
+from harness.run_info import NON_FINITE_LOSS, VALUE_BEFORE, run_identity
 
 sys.path.insert(0, str(ROOT / "sweeps"))
 import archive  # noqa: E402
@@ -68,6 +69,9 @@ def test_a_grid_point_is_what_its_run_computes():
     off = {"advantage_without_terminal_rows": False, "value_horizon": None}
     assert run_identity("dau_discrete_horizon.py", args | off) == point
     assert run_identity("dau_discrete_horizon.py", args | {"value_horizon": 0.05}) != point
+    # An option added later, off, changes no identity already made (claim files and logs keep their names).
+    with patch.dict(VALUE_BEFORE, {"an_option_added_later": 0.0}):
+        assert run_identity("dau_discrete.py", args | {"an_option_added_later": 0.0}) == point
 
 
 def label(script, env_id="CartPole-v1", dt=0.01, **given):
