@@ -28,6 +28,8 @@ FIVE_SEEDS = ("total_time=1800", "eval_every=150", "seed=1,2,3,4,5")
 KEPT_GRIDS = [
     (("pendulum_dau", "pendulum_ddpg", "cartpole_dau", "cartpole_dqn"), FIVE_SEEDS, RESULTS),
     (("cartpole_dau",), (*FIVE_SEEDS, "round_seconds=0.1"), RESULTS),
+    (("cartpole_dau", "cartpole_dqn"), ("total_time=1800", "eval_every=150", "seed=6,7,8,9,10,11,12,13,14,15"),
+     RESULTS),  # issue 47's seeds
     (("halfcheetah_dau", "halfcheetah_ddpg"), ("total_time=30000", "seed=1,2,3,4,5", LOCOMOTION_DTS), RESULTS),
     (("ant_dau", "ant_ddpg"), ("total_time=50000", "seed=1,2,3,4,5", LOCOMOTION_DTS), RESULTS),
     (("bipedal_dau", "bipedal_ddpg"), ("total_time=20000", "seed=1,2,3,4,5", "dt=0.01,0.005,0.002"), RESULTS),
