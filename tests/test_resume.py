@@ -188,6 +188,10 @@ def sigterm():
     os.kill(os.getpid(), signal.{signal_name})
 
 
+if {signal_name!r} == "SIGINT":  # Ctrl-C as from a terminal, also where the suite runs with SIGINT ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 if {point!r} == "evaluation":
     start = harness.run.Run.start
 
