@@ -211,6 +211,17 @@ def fixed_batch(obs_dim=3, action_dim=2, n=8, seed=0, num_actions=None):
     return [obs, action, reward, terminated, next_obs]
 
 
+def discrete_td(value, advantage, transition, dt, gamma):
+    """One transition's TD error of Alg. 1 (discrete DAU), Q - Q~ with Q = V(s) + dt A(s, a), and A(s, a) itself
+    (a graph, for its per-sample gradient), on the discrete scripts' networks."""
+    obs, action, reward, terminated, next_obs = transition
+    with torch.no_grad():
+        target = reward * dt + (1 - terminated) * gamma**dt * value(next_obs[None])
+    advantages = advantage(obs[None])[0]
+    advantage_taken = advantages[action.item()] - advantages.max()
+    return (value(obs[None]) + dt * advantage_taken - target).item(), advantage_taken
+
+
 def per_sample_gradient(output, parameters):
     return torch.cat([g.flatten() for g in torch.autograd.grad(output, parameters)])
 

@@ -9,7 +9,17 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from helpers import TINY, assert_batch_stats, fixed_batch, flat, per_sample_gradient, read_csv, read_evals, run_script
+from helpers import (
+    TINY,
+    assert_batch_stats,
+    discrete_td,
+    fixed_batch,
+    flat,
+    per_sample_gradient,
+    read_csv,
+    read_evals,
+    run_script,
+)
 
 import dau_discrete as dau
 import dau_discrete_beyond_paper as beyond
@@ -38,11 +48,7 @@ def test_dau_update_applies_the_papers_deltas(dt, module, value_update, float64)
     v0, a0 = copy.deepcopy(value), copy.deepcopy(advantage)
     expected_theta, expected_psi, tds, greedy_rows = 0, 0, [], []
     for obs, action, reward, terminated, next_obs in zip(*batch, strict=True):
-        with torch.no_grad():
-            target = reward * dt + (1 - terminated) * gamma**dt * v0(next_obs[None])
-        advantages = a0(obs[None])[0]
-        advantage_taken = advantages[action.item()] - advantages.max()
-        td = (v0(obs[None]) + dt * advantage_taken - target).item()
+        td, advantage_taken = discrete_td(v0, a0, (obs, action, reward, terminated, next_obs), dt, gamma)
         tds.append(td)
         value_learns = value_update != "greedy" or advantage_taken.item() == 0
         greedy_rows.append(advantage_taken.item() == 0)

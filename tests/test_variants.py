@@ -7,7 +7,7 @@ import copy
 
 import pytest
 import torch
-from helpers import TINY, fixed_batch, flat, per_sample_gradient, read_evals, run_script
+from helpers import TINY, discrete_td, fixed_batch, flat, per_sample_gradient, read_evals, run_script
 
 import dau_discrete as paper
 import dau_discrete_beyond_paper as beyond
@@ -308,11 +308,7 @@ def test_advantage_without_terminal_rows_leaves_them_out_of_as_gradient_alone(fl
     v0, a0 = copy.deepcopy(value), copy.deepcopy(advantage)
     expected_theta, expected_psi = 0, 0
     for obs, action, reward, terminated, next_obs in zip(*batch, strict=True):
-        with torch.no_grad():
-            target = reward * dt + (1 - terminated) * gamma**dt * v0(next_obs[None])
-        advantages = a0(obs[None])[0]
-        advantage_taken = advantages[action.item()] - advantages.max()
-        td = (v0(obs[None]) + dt * advantage_taken - target).item()
+        td, advantage_taken = discrete_td(v0, a0, (obs, action, reward, terminated, next_obs), dt, gamma)
         expected_theta += td / dt * per_sample_gradient(v0(obs[None]).sum(), list(v0.parameters()))
         expected_psi += (1 - terminated.item()) * td / dt * per_sample_gradient(advantage_taken, list(a0.parameters()))
     n = len(batch[0])
