@@ -2,8 +2,9 @@
 # Wheels for the GPU machine (issue 26). It has CUDA torch, numpy, scipy, matplotlib, rich, psutil, pyyaml,
 # pytest and pytest-xdist, but no network. This fetches, here, what a run and the test suite import beyond
 # those: for its Python 3.12 on x86-64, at the versions this machine's environment has (the CPU results' own),
-# into .whl/ (git-ignored), 52 MB of the 64 MiB that travels with a call. Videos are left out: moviepy
-# needs imageio-ffmpeg, 68 MB alone (the video tests skip without them).
+# into .whl/ (git-ignored), 49 MB of the 64 MiB that travels with a call (the repository is another 11 MiB).
+# Videos are left out: moviepy needs imageio-ffmpeg, 68 MB alone (the video tests skip without them); so is
+# PyOpenGL (3 MB), which MuJoCo imports only to render (MUJOCO_GL=disable there: the suite passed without it).
 #
 #   here:  bash tests/gpu_wheels.sh [python]     (python: the environment to read versions from; .venv's by default)
 #   there: python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
@@ -16,7 +17,7 @@ python=${1:-.venv/bin/python}
 # what those need that the GPU machine lacks (its package list: the device tool's KINDS.md), as found by
 # importing them there: Gymnasium's MuJoCo envs import glfw, its Box2D envs pygame. mujoco-studio (12 MB, the
 # viewer) is left out: `import mujoco` goes without it.
-packages="gymnasium farama-notifications mujoco mujoco-core pyopengl glfw Box2D pygame-ce tyro docstring-parser
+packages="gymnasium farama-notifications mujoco mujoco-core glfw Box2D pygame-ce tyro docstring-parser
   typeguard
   wandb pydantic pydantic-core annotated-types typing-inspection platformdirs cwevals distro sniffio
   googleapis-common-protos

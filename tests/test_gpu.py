@@ -173,14 +173,25 @@ runpy.run_path({script!r}, run_name="__main__")
 """
 
 
+# The variant scripts with every option on: their rounds differ from dau_discrete.py's inside the graph (the sqrt(dt)
+# learning rates, the stratified batch's weights, the decoupled decay, V's n-step target, A's mask, V's own rate).
+VARIANTS = {
+    "dau_discrete_beyond_paper.py": ["--exploration", "ou-scaled", "--value-learning-rate", "0.05",
+                                     "--value-update", "greedy"],
+    "dau_discrete_td_noise.py": ["--learning-rate-reference-dt", "0.04", "--terminal-rows", "8",
+                                 "--weight-decay", "5"],
+    "dau_discrete_horizon.py": ["--value-horizon", "0.1", "--advantage-without-terminal-rows"],
+}  # fmt: skip
+
+
 @cuda
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", [*SCRIPTS, *VARIANTS])
 def test_a_scripts_graphed_run_computes_what_its_eager_run_computes(script, tmp_path):
     """The script's own round and wiring on CUDA: a run whose rounds are replayed as CUDA graphs (the default on a
     GPU) writes the same evaluations and diagnostics, bit for bit, as the same run with every round op by op: the
     round the script builds (its networks, optimizer and batches) captured and replayed as it runs there."""
     env_args = ["--env-id", "Pendulum-v1" if script in CONTINUOUS else "CartPole-v1", "--dt", "0.02"]
-    common = [*env_args, *TINY, "--total-time", "4", "--exp-name", "graph"]
+    common = [*env_args, *TINY, "--total-time", "4", "--exp-name", "graph", *VARIANTS.get(script, [])]
     for side in ("graphed", "eager"):
         (tmp_path / side).mkdir()
     run_script(script, *common, cwd=tmp_path / "graphed")
