@@ -95,6 +95,7 @@ def check_args(args):
         raise ValueError(f"--epsilon must be in [0, 1], got {args.epsilon}")
     if args.value_horizon is not None:
         require_positive(args, "value_horizon")
+    return 1 if args.value_horizon else 0  # floats a replay row holds beyond (s, a, r, d, s'): `follows`
 
 
 def mlp(inputs, outputs, hidden_size):

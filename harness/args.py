@@ -106,7 +106,8 @@ def requeued_run_dir(runs="runs"):
 def settle_args(args, model, action_space, check_args, device):
     """The arguments made whole and checked, before any work: with --eval-model, the saved `model`'s env, dt and
     network size; the env's defaults (harness/settings.py) for the flags left unset; the checks every script
-    shares, then the script's own (`check_args(args)`); the replay memory and the disk a training run needs. An env
+    shares, then the script's own (`check_args(args)`, which returns the floats its replay rows hold beyond (s, a, r,
+    d, s'), if any); the replay memory and the disk a training run needs. An env
     whose actions are not an `action_space` is told which scripts are for it. Returns the probe env (made as the
     run's envs are, to read their spaces) and dt; a ValueError (or Gymnasium's error) says what is wrong."""
     if model is not None:  # evaluate a saved model in the env and at the dt it was trained with
@@ -123,11 +124,11 @@ def settle_args(args, model, action_space, check_args, device):
         if hasattr(args, name) and getattr(args, name) is None:
             setattr(args, name, setting)
     check_run_args(args, dt)
-    check_args(args)
+    extra_row_floats = check_args(args) or 0
     if not args.eval_model:  # --eval-model allocates no replay memory and writes no checkpoint
         space = probe.action_space
         action_floats = space.shape[0] if isinstance(space, gym.spaces.Box) else 1
-        row_floats = 2 * probe.observation_space.shape[0] + action_floats + 2  # (s, a, r, d, s')
+        row_floats = 2 * probe.observation_space.shape[0] + action_floats + 2 + extra_row_floats  # (s, a, r, d, s')
         check_memory(args, dt, row_floats, device)
     return probe, dt
 

@@ -5,6 +5,7 @@ number; each option does what its help says (--value-update: test_discrete.py's 
 
 import copy
 
+import gymnasium as gym
 import pytest
 import torch
 from helpers import TINY, discrete_td, fixed_batch, flat, per_sample_gradient, read_evals, run_script
@@ -13,6 +14,7 @@ import dau_discrete as paper
 import dau_discrete_beyond_paper as beyond
 import dau_discrete_horizon as horizon
 import dau_discrete_td_noise as td_noise
+import harness.args
 
 SHORT = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "4", "--checkpoint-every", "100"]
 
@@ -209,6 +211,24 @@ def test_the_horizon_options_run_to_another_run_and_a_horizon_of_0_is_refused(pa
     )
     assert result.returncode != 0 and "--value-horizon must be positive" in result.stderr, result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_memory_check_counts_the_horizons_extra_float_per_row(monkeypatch):
+    """With --value-horizon a replay row holds one float more (whether it continues its env's previous row): the
+    memory check before any work counts it. Host memory for exactly two copies of the paper's rows (the buffer and a
+    checkpoint's copy, CartPole's 11 floats a row): the paper's rows fit, the horizon's 12 do not."""
+
+    def settle(module, **options):
+        args = module.Args(dt=0.01, **options)
+        harness.args.settle_args(args, None, gym.spaces.Discrete, module.check_args, torch.device("cpu"))
+        return args
+
+    exactly = 2 * harness.args.buffer_rows(settle(paper), 0.01) * 4 * (2 * 4 + 1 + 2)  # settled on this machine
+    monkeypatch.setattr(harness.args.psutil, "virtual_memory", lambda: type("Memory", (), {"available": exactly}))
+    settle(paper)
+    settle(horizon)
+    with pytest.raises(ValueError, match="the replay buffer needs .* lower --buffer-time"):
+        settle(horizon, value_horizon=0.05)
 
 
 def horizon_buffers(follows, steps=4, envs=4):
