@@ -39,6 +39,8 @@ KEPT_GRIDS = [
     ((BEYOND,), (*FIVE_SEEDS, "exploration=ou-scaled"), f"{RESULTS}/cartpole_ou_scaled_grid"),
     ((BEYOND,), (*FIVE_SEEDS, "value_learning_rate=0.01"), f"{RESULTS}/cartpole_value_lr_grid"),
     ((BEYOND,), (*FIVE_SEEDS, "value_learning_rate=0.03"), f"{RESULTS}/cartpole_value_lr_003_grid"),
+    (("cartpole_dau_td_noise",), ("total_time=1800", "eval_every=150", "seed=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15",
+                                  "learning_rate_reference_dt=0.01"), f"{RESULTS}/cartpole_sqrt_rule_grid"),  # issue 49
 ]  # fmt: skip
 
 

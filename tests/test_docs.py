@@ -70,6 +70,7 @@ TABLE_RUNS = {
     "robustness_cartpole_ou_sigma_15.md": ROOT / "docs" / "results" / "cartpole_ou_sigma_15_grid",
     "robustness_cartpole_ou_scaled.md": ROOT / "docs" / "results" / "cartpole_ou_scaled_grid",
     "robustness_cartpole_value_lr.md": ROOT / "docs" / "results" / "cartpole_value_lr_grid",
+    "robustness_cartpole_sqrt_rule.md": ROOT / "docs" / "results" / "cartpole_sqrt_rule_grid",
 }
 
 
@@ -122,6 +123,10 @@ COMPARISONS = {
         ),
         "labels": ("L2 1", "reward x100", "`exploring`, reward x100"),
         "seeds": (3, 4, 5),
+    },
+    "sqrt_rule": {
+        "variants": (RESULTS / "cartpole_sqrt_rule_grid",),
+        "labels": ("`--learning-rate-reference-dt 0.01`",),
     },
 }
 
