@@ -11,7 +11,7 @@
 #   run: bash tests/gpu_check.sh workers    issue 43: the card's command cut to its first half (15000 s; a whole one
 #                                           took 357 s on the H200) at --env-workers 1 and 8, back to back (wall
 #                                           times, the same evals.csv), then profiled at 8 to 3000 s
-#   run: bash tests/gpu_check.sh suite      the card and the test suite on CUDA alone (about 4 minutes on the H200),
+#   run: bash tests/gpu_check.sh suite      the GPU's name and the test suite on CUDA alone (about 4 minutes on the H200),
 #                                           each test's outcome listed in $OUT/suite.txt, tests/test_gpu.py's here
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
