@@ -144,6 +144,16 @@ class PhysicalTime(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def render(self):
         return self._call(self.env.render)
 
+    def state_dict(self):
+        """This wrapper's own state, for a checkpoint: the episode's step count and scaled return so far, and the
+        seed of the first reset if it has not come yet."""
+        return {"steps": self.steps, "scaled_return": self.scaled_return, "seed": self._seed}
+
+    def load_state_dict(self, state):
+        """Put back what state_dict saved: the episode in flight goes on with its count, its return and, before the
+        first reset, its seed."""
+        self.steps, self.scaled_return, self._seed = state["steps"], state["scaled_return"], state["seed"]
+
 
 class BipedalWalkerTime(PhysicalTime):
     """BipedalWalker reads the module constant FPS in reset, step and render."""

@@ -1,4 +1,5 @@
-"""The harness: what the four scripts do the same way and is not the algorithm, one part per module.
+"""The harness: what the seven scripts (the four card scripts and the three variant scripts) do the same way and
+is not the algorithm, one part per module.
 
 The scripts keep the algorithm whole (networks, update, exploration, replay memory and the training loop);
 `dt_wrappers.py` keeps the time-step layer (an env at any dt). A script imports `Run` (run.py), `RunArgs` (args.py),

@@ -18,6 +18,7 @@ import tyro
 
 from dt_wrappers import check_dt, make_env
 from harness.checkpoint import CHECKPOINT, load_checkpoint
+from harness.clock import whole_rounds
 from harness.settings import env_settings
 
 # Arguments a resumed run may change: none of them changes what the run computes (a larger --total-time only adds
@@ -190,8 +191,7 @@ def buffer_rows(args, dt):
     """Replay capacity in transitions: --buffer-time physical seconds at this dt (the paper's Discussion: a
     buffer of a fixed number of transitions covers less physical time as dt shrinks), and never more than
     the run collects."""
-    num_rounds = int(args.total_time / (args.num_envs * args.steps_per_round * dt) + 1e-9)
-    return min(round(args.buffer_time / dt), num_rounds * args.num_envs * args.steps_per_round)
+    return min(round(args.buffer_time / dt), whole_rounds(args, dt) * args.num_envs * args.steps_per_round)
 
 
 def check_memory(args, dt, row_floats, device):

@@ -10,6 +10,12 @@ import math
 import signal
 
 
+def whole_rounds(args, dt):
+    """The rounds a run of --total-time makes at this dt: whole rounds only (the clock's, the replay memory's size
+    and sweeps/run_local.py's estimate of a run's length all count them here)."""
+    return int(args.total_time / (args.num_envs * args.steps_per_round * dt) + 1e-9)
+
+
 class Clock:
     """The training loop's counters (COUNTERS, kept by the checkpoint) and what is due before the next round."""
 
@@ -18,7 +24,7 @@ class Clock:
     def __init__(self, args, dt):
         self.args = args
         self.round_time = args.num_envs * args.steps_per_round * dt  # physical seconds of interaction per round
-        self.num_rounds = int(args.total_time / self.round_time + 1e-9)
+        self.num_rounds = whole_rounds(args, dt)
         self.rounds_done, self.evaluations, self.log_rows, self.checkpoints = 0, 0, 0, 0
 
     @property

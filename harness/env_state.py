@@ -26,10 +26,11 @@ def _to_saved(value):  # NumPy values as tensors: a checkpoint loads with torch.
 
 
 def env_state(env):
-    """An env made by make_env, as `set_env_state` puts it back: its random generator, our wrapper's step count
-    and return, and the simulator's state where it can be read back: MuJoCo's integration state
-    (mjSTATE_INTEGRATION: all that mj_step reads, the solver's warm start included) and MUJOCO_DERIVED, a
-    classic-control env's `state`; None for a simulator that cannot be restored (Box2D's world)."""
+    """An env made by make_env, as `set_env_state` puts it back: its random generator, the time-step wrapper's
+    state (PhysicalTime.state_dict: the episode's step count, return and first seed), and the simulator's state
+    where it can be read back: MuJoCo's integration state (mjSTATE_INTEGRATION: all that mj_step reads, the
+    solver's warm start included) and MUJOCO_DERIVED, a classic-control env's `state`; None for a simulator that
+    cannot be restored (Box2D's world)."""
     base, wrapper = env.unwrapped, _time_wrapper(env)
     physics = None
     if isinstance(base, MujocoEnv):
@@ -39,8 +40,7 @@ def env_state(env):
         physics |= {name: torch.from_numpy(getattr(base.data, name).copy()) for name in MUJOCO_DERIVED}
     elif not isinstance(wrapper, BipedalWalkerTime) and hasattr(base, "state"):  # (BipedalWalkerTime: Box2D's)
         physics = {name: _to_saved(getattr(base, name)) for name in CLASSIC_STATE if hasattr(base, name)}
-    return {"np_random": base.np_random.bit_generator.state, "steps": wrapper.steps,
-            "scaled_return": wrapper.scaled_return, "seed": wrapper._seed, "physics": physics}  # fmt: skip
+    return {"np_random": base.np_random.bit_generator.state, **wrapper.state_dict(), "physics": physics}
 
 
 def set_env_state(env, state):
@@ -49,7 +49,7 @@ def set_env_state(env, state):
     at the checkpoint as at a time-limit truncation (its last transition bootstraps), so nothing is biased."""
     base, wrapper = env.unwrapped, _time_wrapper(env)
     base.np_random.bit_generator.state = state["np_random"]
-    wrapper.steps, wrapper.scaled_return, wrapper._seed = state["steps"], state["scaled_return"], state["seed"]
+    wrapper.load_state_dict(state)
     physics = state["physics"]
     if physics is None:
         return False

@@ -5,6 +5,7 @@ import fcntl
 import itertools
 import json
 import os
+import sys
 
 import torch
 
@@ -47,7 +48,8 @@ def new_run_dir(run_name, runs="runs"):
 
 def claim_run_dir(run_dir):
     """Hold runs/<run_name> for this process while it lives (an OS lock, released however the process ends): a
-    second process for the same folder, such as a --resume of a run still going, gets a ValueError."""
+    second process for the same folder, such as a --resume of a run still going, gets a ValueError. On a file
+    system without locks the run goes on unheld, and says so in one line."""
     lock = open(os.path.join(run_dir, "running.lock"), "a+")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -55,7 +57,12 @@ def claim_run_dir(run_dir):
         lock.seek(0)
         raise ValueError(f"{run_dir} is in use by another process (pid {lock.read().strip() or '?'}): wait for it to "
                          "stop, or stop it (SIGTERM saves a checkpoint)") from None  # fmt: skip
-    except OSError:  # a file system without locks: nothing to hold
+    except OSError as error:  # a file system without locks (some network file systems): nothing can be held
+        print(
+            f"warning: {run_dir}: this file system has no locks ({error.strerror or error}), so nothing stops a "
+            "second process (a --resume of this run while it goes on) from writing to this run",
+            file=sys.stderr,
+        )
         return lock
     lock.truncate(0)
     lock.write(str(os.getpid()))

@@ -136,7 +136,7 @@ class Loop:
     def _write_run_info(self, **results):
         run = self.run
         write_run_info(run.run_dir, script=run.script, run_name=run.run_name, dt=run.dt, args=run.args,
-                       device=run.device, wandb_id=run.wandb_id, **results)  # fmt: skip
+                       device=run.device, wandb_id=run.wandb_id, code=run.code, **results)  # fmt: skip
 
     def end(self, error_type, error):
         """The end of the run, however the loop ended: Ctrl-C keeps what was logged; model.pt, run.json, W&B.

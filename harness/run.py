@@ -1,4 +1,4 @@
-"""The run: what the four scripts do the same way and is not the algorithm, put together from the harness's parts.
+"""The run: what the seven scripts do the same way and is not the algorithm, put together from the harness's parts.
 
 A script uses it in this order: `run = Run(Args, ...)` (parse, check, seed, make the evaluation envs),
 `run.evaluate_saved_model(...)` (`--eval-model` only), `run.start(...)` (open the logs, or restore a
@@ -23,6 +23,7 @@ from harness.envs import make_vector_env
 from harness.files import claim_run_dir, new_run_dir, remove_if_never_started, remove_run_dir
 from harness.logs import finish_wandb, start_wandb
 from harness.loop import Loop
+from harness.run_info import code_history
 from harness.settings import settings_help
 from harness.videos import EvaluationVideos
 
@@ -37,7 +38,7 @@ class Run:
         flags), refusing bad input before any work (an env whose actions are not an `action_space` among it: the
         harness names the scripts for its actions); make the run folder and start W&B; seed every generator; make
         the evaluation envs (`self.eval_envs`) and a probe env (`self.probe`)."""
-        self.script = os.path.basename(script_file)
+        self.script, self.script_file = os.path.basename(script_file), script_file
         args, self.resumed = parse_args(args_class, description + "\n" + settings_help(), self.script)
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (read when CUDA starts)
         self.args, self.device = args, torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
@@ -73,6 +74,9 @@ class Run:
         if not args.eval_model:
             try:
                 self.run_lock = claim_run_dir(self.run_dir)  # held until the process ends: no second writer
+                # The commits that ran it (run.json's "code"), read in the script's folder: this one, after a
+                # resumed run's earlier ones.
+                self.code = code_history(self.run_dir, os.path.dirname(os.path.realpath(self.script_file)))
             except ValueError as error:
                 sys.exit(f"error: {error}")
         if args.track:

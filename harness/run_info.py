@@ -1,13 +1,16 @@
-"""runs/<run_name>/run.json: what a run ran (its script, arguments and identity), on what (the libraries' versions,
+"""runs/<run_name>/run.json: what a run ran (its script, arguments and code), on what (the libraries' versions,
 the machine) and how it ended; sweeps/ reads it while runs go on and after they stop. A run's identity
-(`run_identity`) is the grid point sweeps/ finds its runs by: the constants below say what it leaves out and how a
-run.json older than an argument reads."""
+(`run_identity`) is the grid point sweeps/ finds its runs by, always computed from the script and arguments that
+run.json records. It is not stored: the run.json of earlier commits kept an "identity" that no tool reads, 19 of
+them (docs/results/cartpole_td_noise_probes) made by the formula before 69451aa, which merged VALUE_BEFORE into the
+arguments. The constants below say what it leaves out and how a run.json older than an argument reads."""
 
 import hashlib
 import importlib.metadata
 import json
 import os
 import platform
+import subprocess
 
 import torch
 
@@ -32,10 +35,10 @@ SAME_COMPUTATION = {"dau_discrete_beyond_paper.py": "dau_discrete.py", "dau_disc
 
 
 def run_identity(script, args):
-    """A run's grid point: a hash of its script and of the arguments that change what it computes (run.json's
-    "identity"). Two runs with one identity compute the same numbers, whatever their folders, names and W&B
-    settings; a run.json older than an argument reads as VALUE_BEFORE says. An argument at its VALUE_BEFORE value
-    (an option off) is left out, so that an option added later changes no identity already made."""
+    """A run's grid point: a hash of its script and of the arguments that change what it computes. Two runs with
+    one identity compute the same numbers, whatever their folders, names and W&B settings; a run.json older than an
+    argument reads as VALUE_BEFORE says. An argument at its VALUE_BEFORE value (an option off) is left out, so that
+    an option added later changes no identity already made."""
 
     def canonical(value):  # 1800 and 1800.0, or 0.1 and 0.1 + 1e-17, are the same argument
         if isinstance(value, int | float) and not isinstance(value, bool):
@@ -76,10 +79,44 @@ def machine_info(device):
             "device": device_name}  # fmt: skip
 
 
-def write_run_info(run_dir, *, script, run_name, dt, args, device, wandb_id, **results):
-    """runs/<run_name>/run.json: what ran and how it ended (`results`: completed, and once the run stops its
-    physical time, counts, wall times, final scaled return, stopped_by and checkpoint)."""
-    info = {"script": script, "run_name": run_name, "dt": dt, "args": vars(args),
-            "identity": run_identity(script, vars(args)), "versions": library_versions(),
-            "machine": machine_info(device), "wandb_id": wandb_id, **results}  # fmt: skip
+def code_version(folder):
+    """The code in `folder` (the script's): the git commit checked out there, and whether the Python files of its
+    tree differ from it (modified, staged or untracked: the scripts, dt_wrappers.py and harness/ are what a run
+    runs; a change under docs/ is not). {"commit": None, "uncommitted_changes": None} outside a git checkout, or
+    without git."""
+
+    def git(*command):
+        return subprocess.run(["git", "-C", folder, *command], capture_output=True, text=True, timeout=60)
+
+    try:
+        commit = git("rev-parse", "--verify", "HEAD")
+        changes = git("status", "--porcelain", "--untracked-files=all", "--", "*.py")
+    except (OSError, subprocess.TimeoutExpired):  # no git on this machine
+        commit = changes = None
+    if commit is None or commit.returncode != 0 or changes.returncode != 0:  # not in a checkout, or none with a commit
+        return {"commit": None, "uncommitted_changes": None}
+    return {"commit": commit.stdout.strip(), "uncommitted_changes": bool(changes.stdout.strip())}
+
+
+def code_history(run_dir, folder):
+    """run.json's "code": the code versions (code_version) that ran the run, in order. A resumed run keeps those of
+    its run.json and adds its own where it differs from the last (a run resumed by another commit has both)."""
+    history, path = [], os.path.join(run_dir, "run.json")
+    if os.path.isfile(path):  # a resumed run (a new run's folder has none yet)
+        with open(path) as file:
+            try:
+                history = json.load(file).get("code", [])
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path} is not a whole run.json ({error})") from None
+    current = code_version(folder)
+    return history if history and history[-1] == current else [*history, current]
+
+
+def write_run_info(run_dir, *, script, run_name, dt, args, device, wandb_id, code, **results):
+    """runs/<run_name>/run.json: what ran, from which code (`code`: code_history), and how it ended (`results`:
+    completed, and once the run stops its physical time, counts, wall times, final scaled return, stopped_by and
+    checkpoint)."""
+    info = {"script": script, "run_name": run_name, "dt": dt, "args": vars(args), "code": code,
+            "versions": library_versions(), "machine": machine_info(device), "wandb_id": wandb_id,
+            **results}  # fmt: skip
     save_json(info, os.path.join(run_dir, "run.json"))  # whole or not at all, whenever the run stops

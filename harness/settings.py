@@ -1,11 +1,11 @@
-"""The per-environment settings: the defaults the four scripts (and the sweep files) take for every argument left
+"""The per-environment settings: the defaults every script (and the sweep files) takes for every argument left
 unset, the paper's settings (appendix "Environment dependent hyperparameters") and this project's budgets and replay
 memory, in physical seconds. `Run` fills them in (harness/args.py, `settle_args`); `settings_help()` prints them as a
 table in each script's --help; docs/common.md shows the same table (a test checks it)."""
 
 from gymnasium.envs.mujoco import MujocoEnv
 
-# Per-environment defaults, the one table the four scripts and the sweep files follow. Paper
+# Per-environment defaults, the one table the scripts and the sweep files follow. Paper
 # (appendix): observation normalisation for Ant, HalfCheetah and BipedalWalker; policy learning
 # rate 0.02 for Pendulum, CartPole and BipedalWalker, 0.03 otherwise; target weight tau 0 for Pendulum
 # and CartPole, 0.9 otherwise. Replay memory (paper, Discussion): 1e6 transitions at the coarsest dt of

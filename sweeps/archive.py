@@ -9,7 +9,8 @@ compare.py, diagnostics.py and invariance.py count:
   DDPG-scaled, DAU+value_learning_rate=0.01, DAU+round_seconds=0.1 ("non-default": not what the script would use
   for that env and dt, the per-env settings included);
 - finished_runs refuses, in one line naming both folders, two finished runs with the same env, label, budget, dt and
-  seed: plotted, they would be counted as one (or one of them silently dropped).
+  seed: plotted, they would be counted as one (or one of them silently dropped); read_run refuses a run.json that is
+  not whole, naming it (RefusedRuns, which every command prints as its one-line error).
 """
 
 import functools
@@ -39,17 +40,34 @@ NOT_LABELLED = ("env_id", "dt", "seed", "total_time", "eval_every", "num_eval_en
 PATCH_OFF = {"weight_decay": 0.0, "reward_scale": 1.0}
 
 
-class DuplicateRuns(ValueError):
+class RefusedRuns(ValueError):
+    """Runs the tools refuse to read, in one line that names them (each command prints it as its error)."""
+
+
+class DuplicateRuns(RefusedRuns):
     """Two finished runs of one grid point where the tools count one."""
 
 
 def read_run(path):
-    """A run.json, or None for half a file (the scripts before 5efff98 wrote it in place, at their start and end)."""
+    """A run.json. One that is not whole JSON (a copy cut short, a disk that filled, a hand edit; the scripts write
+    it atomically) is refused, naming it: read as nothing, its run would leave the plots and the "done" lists
+    without a word."""
     try:
         with open(path) as file:
             return json.load(file)
-    except json.JSONDecodeError:
-        return None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise RefusedRuns(f"{path} is not a whole run.json ({error}): restore it, or remove its run's folder") from None
+
+
+def code_of(run):
+    """The code that made a run, from run.json's "code" (harness.run_info.code_history): its commits, short, in the
+    order they ran it, "+changes" after one whose Python files had uncommitted changes; "no git" for a run made
+    outside a git checkout, "unrecorded" for a run.json from before the record (2026-11-27)."""
+    if "code" not in run:
+        return "unrecorded"
+    names = [version["commit"][:7] + ("+changes" if version["uncommitted_changes"] else "") if version["commit"]
+             else "no git" for version in run["code"]]  # fmt: skip
+    return " then ".join(names)
 
 
 def filled_args(run):

@@ -22,7 +22,7 @@ from pathlib import Path
 import archive
 import numpy as np
 import tyro
-from archive import DuplicateRuns
+from archive import RefusedRuns
 from plot import (
     bracket,
     env_scores,
@@ -148,5 +148,5 @@ def main(options):
 if __name__ == "__main__":
     try:
         main(tyro.cli(Options))
-    except DuplicateRuns as error:
+    except RefusedRuns as error:
         sys.exit(f"error: {error}")

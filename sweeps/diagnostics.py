@@ -34,7 +34,7 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 import tyro
-from archive import DuplicateRuns
+from archive import RefusedRuns
 from plot import finished_runs, save_figure
 
 matplotlib.use("Agg")
@@ -206,5 +206,5 @@ def main(options):
 if __name__ == "__main__":
     try:
         main(tyro.cli(Options))
-    except DuplicateRuns as error:
+    except RefusedRuns as error:
         sys.exit(f"error: {error}")

@@ -2,7 +2,7 @@
 algorithm label, in this form (other tools read it):
 
     python sweeps/invariance.py --runs docs/results
-    invariance CartPole-v1 DAU fine/coarse 0.71 [0.52, 0.93] slope -0.094 [-0.170, -0.021] seeds 5
+    invariance CartPole-v1 DAU fine/coarse 0.59 [0.47, 0.73] slope -0.116 [-0.149, -0.081] seeds 15
 
     python sweeps/invariance.py --runs docs/results docs/results/cartpole_value_lr_grid   # variants on one scale
     python sweeps/invariance.py --runs docs/results --seeds-for 0.1   # seeds per dt for an interval of +-0.1
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import plot
 import tyro
-from archive import DuplicateRuns
+from archive import RefusedRuns
 
 # CartPole's spreads (docs/results, the paper's DAU at 1800 s, returns): coarse-step runs about 400 with SD 64;
 # bimodal grids of runs that balance (about 480) or stall (about 120), 78% balancing, SD about 150.
@@ -125,5 +125,5 @@ def main(options):
 if __name__ == "__main__":
     try:
         main(tyro.cli(Options))
-    except DuplicateRuns as error:
+    except RefusedRuns as error:
         sys.exit(f"error: {error}")

@@ -8,7 +8,6 @@ over the phase plane (angle, angular velocity), at several physical times of tra
 checkpoints that `--checkpoint-every` writes (the Pendulum sweep files set it) of one seed.
 """
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the scripts define the networks
-from archive import label  # noqa: E402
+from archive import RefusedRuns, label, read_run  # noqa: E402
 from plot import save_figure  # noqa: E402
 
 import dau_continuous  # noqa: E402
@@ -80,7 +79,7 @@ def find_checkpoints(runs_dir, env_id, seed):
     run where there are several)."""
     found = {}
     for path in sorted(Path(runs_dir).glob("*/run.json"), key=lambda path: path.stat().st_mtime):
-        run = json.loads(path.read_text())
+        run = read_run(path)
         if run["args"]["env_id"] != env_id or run["args"]["seed"] != seed or not run.get("completed"):
             continue
         algorithm = label(run)  # DAU, DDPG-unscaled, DDPG-scaled
@@ -120,4 +119,7 @@ def main(options):
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Options))
+    try:
+        main(tyro.cli(Options))
+    except RefusedRuns as error:
+        sys.exit(f"error: {error}")

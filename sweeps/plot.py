@@ -35,7 +35,7 @@ from typing import NamedTuple
 import matplotlib
 import numpy as np
 import tyro
-from archive import DuplicateRuns, finished_runs
+from archive import RefusedRuns, finished_runs
 from scipy import stats
 
 matplotlib.use("Agg")
@@ -87,17 +87,21 @@ def budget(run):
 
 def load_runs(runs_dir, env_ids=(), seeds=()):
     """{env_id: {algorithm: {dt: [Curve, one per seed]}}} of the finished runs (finished_runs), of these seeds
-    only if any are given. Warns when a panel mixes budgets."""
+    only if any are given. A label whose runs evaluate at different --eval-every is refused (RefusedRuns): its
+    curves would be averaged over evaluations made at different times (finished_runs already names a label's
+    budgets apart)."""
     runs = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-    budgets = defaultdict(set)
+    intervals = defaultdict(set)
     for (env_id, algorithm, dt, seed), (run_dir, run) in finished_runs(runs_dir, env_ids).items():
         if seeds and seed not in seeds:
             continue
         runs[env_id][algorithm][dt].append(read_curve(run_dir, run))
-        budgets[env_id, algorithm].add(budget(run))
-    for (env_id, algorithm), seen in budgets.items():
+        intervals[env_id, algorithm].add(float(run["args"]["eval_every"]))
+    for (env_id, algorithm), seen in intervals.items():
         if len(seen) > 1:
-            print(f"warning: {env_id} {algorithm} mixes (total_time, eval_every): {sorted(seen)}", file=sys.stderr)
+            raise RefusedRuns(f"{env_id} {algorithm} mixes evaluation intervals (--eval-every "
+                              f"{', '.join(f'{every:g}' for every in sorted(seen))} s): keep one of them in the "
+                              "folders read")  # fmt: skip
     return runs
 
 
@@ -441,5 +445,5 @@ def main(options):
 if __name__ == "__main__":
     try:
         main(tyro.cli(Options))
-    except DuplicateRuns as error:
+    except RefusedRuns as error:
         sys.exit(f"error: {error}")

@@ -33,6 +33,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import archive  # sweeps/archive.py: identities, labels, the finished runs (and the repository on sys.path)
 import tyro
@@ -181,6 +182,12 @@ def is_done(sweep, point, runs):
     return bool(same_point(sweep, point, runs))
 
 
+def ended_elsewhere(sweep, point):
+    """Whether runs/ now has a run of this point that ended for good, finished or stopped by a non-finite loss: the
+    call that planned its list before that run ended must not run the point again."""
+    return is_done(sweep, point, finished_runs("runs")) or is_done(sweep, point, diverged_runs("runs"))
+
+
 def stopped_run(sweep, point, stopped_runs=None):
     """run.json (with "run_dir") of this point's latest run stopped with a checkpoint in runs/ (or among
     `stopped_runs`, resumable_runs' list), or None."""
@@ -201,6 +208,8 @@ def expected_seconds(sweep, point, runs, stopped_runs=None):
     more per update: Ant's dt 0.05 about twice its dt 0.005). None without such a run, or with the env's native
     dt. Per update, not per round: --round-seconds changes the rounds' length, not the updates per physical
     second."""
+    from harness.clock import whole_rounds
+
     script, args = Path(sweep["program"]).name, run_args(sweep, point)
     measured = [run for run in runs if run["script"] == script and run["args"]["env_id"] == args["env_id"]]
     measured = [run for run in measured if run.get("updates")]
@@ -208,7 +217,7 @@ def expected_seconds(sweep, point, runs, stopped_runs=None):
         return None
     same_dt = [run for run in measured if archive.same_value(run.get("dt"), args["dt"])]
     per_update = max(run["wall_time"] / run["updates"] for run in same_dt or measured)
-    rounds = int(args["total_time"] / (args["num_envs"] * args["steps_per_round"] * args["dt"]) + 1e-9)
+    rounds = whole_rounds(SimpleNamespace(**args), args["dt"])
     stopped = stopped_run(sweep, point, stopped_runs)
     # A SIGTERM saves the checkpoint with the run.json it writes; after a Ctrl-C or a kill, the checkpoint can be older.
     done = stopped.get("updates", 0) if stopped and stopped.get("stopped_by") == "SIGTERM" else 0
@@ -333,7 +342,7 @@ def main(options):
                                        "checkpoint and go on at the next call", soft_wrap=True)  # fmt: skip
         identity = point_identity(sweep, point)
         held = claim(identity)
-        if held is None or is_done(sweep, point, finished_runs("runs")):  # another call runs it, or has run it
+        if held is None or ended_elsewhere(sweep, point):  # another call runs it, or has run it since the plan
             elsewhere.append(name)
             progress.console.print(
                 f"left   {name}: another call {'runs' if held is None else 'ran'} it", soft_wrap=True
@@ -446,4 +455,7 @@ def main(options):
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Options))
+    try:
+        main(tyro.cli(Options))
+    except archive.RefusedRuns as error:  # a run.json that is not whole, in runs/ or a --results folder
+        sys.exit(f"error: {error}")

@@ -21,7 +21,7 @@ import matplotlib
 import numpy as np
 import plot
 import tyro
-from archive import DuplicateRuns
+from archive import RefusedRuns
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -125,5 +125,5 @@ def main(options):
 if __name__ == "__main__":
     try:
         main(tyro.cli(Options))
-    except DuplicateRuns as error:
+    except RefusedRuns as error:
         sys.exit(f"error: {error}")

@@ -126,6 +126,7 @@ def write_run(folder, name, script="dau_discrete.py", seed=1, **given):
     (folder / name / "evals.csv").write_text("physical_time,scaled_return\n0,20\n150,100\n300,200\n")
 
 
+@pytest.mark.slow
 def test_two_finished_runs_of_one_point_are_refused_naming_both(tmp_path):
     write_run(tmp_path, "first")
     write_run(tmp_path, "greedy", value_update="greedy")  # another label: no clash
@@ -157,9 +158,10 @@ def test_a_label_at_several_budgets_is_named_by_its_budget(tmp_path):
     assert set(runs["CartPole-v1"]) == {"DAU@300s", "DAU@600s"}
 
 
+@pytest.mark.slow
 def test_two_calls_on_one_folder_run_each_point_once(workdir):
     """Two calls at once on one runs/ folder: each of the two points runs once, by one of them; the other says it
-    left it. The runs record the identity the executor computed for their point."""
+    left it. The runs' arguments give the identity the executor computed for their point."""
     (workdir / "tiny.yaml").write_text(TINY_SWEEP)
     command = [sys.executable, "sweeps/run_local.py", "tiny.yaml", "--workers", "1"]
     calls = [subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -167,16 +169,15 @@ def test_two_calls_on_one_folder_run_each_point_once(workdir):
     outputs = [call.communicate(timeout=600)[0] for call in calls]
     assert all(call.returncode == 0 for call in calls), outputs
     runs = [json.loads(path.read_text()) for path in workdir.glob("runs/*/run.json")]
-    assert len(runs) == 2 and len({run["identity"] for run in runs}) == 2, outputs
+    assert len(runs) == 2 and len({archive.identity(run) for run in runs}) == 2, outputs
     done = sum(line.startswith("done") for output in outputs for line in output.splitlines())
     assert done == 2, outputs  # the other call left both points (or, started late, found them finished)
     sweep = run_local.load_sweep(workdir / "tiny.yaml")
-    for run in runs:
-        assert run["identity"] == archive.identity(run)
     points = {run_local.point_identity(sweep, point) for point in run_local.grid(sweep)}
-    assert points == {run["identity"] for run in runs}
+    assert points == {archive.identity(run) for run in runs}
 
 
+@pytest.mark.slow
 def test_a_stopped_point_is_resumed_by_one_call_of_two(workdir):
     (workdir / "tiny.yaml").write_text(TINY_SWEEP)
     point = ["--env_id=CartPole-v1", "--dt=0.01", "--seed=4", "--total_time=40", "--num_envs=4", "--num_eval_envs=2",
@@ -212,6 +213,7 @@ def test_a_claim_is_retaken_once_its_process_is_gone(workdir, monkeypatch):
     held.close()
 
 
+@pytest.mark.slow
 def test_a_run_stopped_by_a_non_finite_loss_is_not_run_again(workdir):
     (workdir / "tiny.yaml").write_text(TINY_SWEEP)
     overrides = ["--override", "dt=0.01", "learning_rate=1e38", "checkpoint_every=0.4"]
@@ -225,9 +227,79 @@ def test_a_run_stopped_by_a_non_finite_loss_is_not_run_again(workdir):
     assert "diverged" in plan.stdout and "--resume" not in plan.stdout
 
 
+@pytest.mark.slow
 def test_two_sweep_files_of_one_script_write_two_logs(workdir):
     (workdir / "tiny.yaml").write_text(TINY_SWEEP)
     (workdir / "tiny8.yaml").write_text(TINY_SWEEP.replace("batch_size: {value: 16}", "batch_size: {value: 8}"))
     for name in ("tiny.yaml", "tiny8.yaml"):
         assert executor(name, "--override", "dt=0.02", cwd=workdir).returncode == 0
     assert len(list(workdir.glob("runs/sweep_logs/*.log"))) == 2
+
+
+@pytest.mark.slow
+def test_a_run_json_that_is_not_whole_is_refused_in_one_line_naming_it(tmp_path, workdir):
+    """A half-written or corrupt run.json, read as nothing, took its run out of the plots and the "done" lists
+    without a word; every tool now refuses it, naming the file."""
+    write_run(tmp_path, "whole")
+    write_run(tmp_path, "cut", seed=2)
+    (tmp_path / "cut" / "run.json").write_text('{"script": "dau_discrete.py", "dt": 0.0')
+    with pytest.raises(archive.RefusedRuns, match=r"cut/run.json is not a whole run.json"):
+        archive.finished_runs(tmp_path)
+    for command in (["plot.py", "--runs", str(tmp_path), "--out", str(tmp_path / "f.png")],
+                    ["invariance.py", "--runs", str(tmp_path)],
+                    ["collect.py", "--runs", str(tmp_path), "--out", str(tmp_path / "kept")]):  # fmt: skip
+        result = subprocess.run([sys.executable, f"sweeps/{command[0]}", *command[1:]], cwd=ROOT, capture_output=True,
+                                text=True, timeout=120)  # fmt: skip
+        assert result.returncode != 0 and "Traceback" not in result.stderr, (command, result.stderr[-500:])
+        assert len(result.stderr.strip().splitlines()) == 1 and "cut/run.json" in result.stderr, result.stderr
+    assert not (tmp_path / "kept").exists()  # refused before anything was copied
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    (workdir / "runs").mkdir()
+    (workdir / "runs" / "cut").mkdir()
+    (workdir / "runs" / "cut" / "run.json").write_text("{")
+    plan = executor("tiny.yaml", "--dry-run", cwd=workdir, timeout=120)
+    assert plan.returncode != 0 and "Traceback" not in plan.stderr and "runs/cut/run.json" in plan.stderr, plan.stderr
+
+
+def test_a_point_that_diverged_in_another_call_after_this_one_planned_is_not_run_again(workdir, monkeypatch, capsys):
+    """Between a call's plan and its claim on a point, another call runs the point and it stops on a non-finite
+    loss: the claim's check finds that run and leaves the point (it looked at finished runs only)."""
+    monkeypatch.chdir(workdir)
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    sweep = run_local.load_sweep(workdir / "tiny.yaml", ["dt=0.01"])
+    (point,) = run_local.grid(sweep)
+    claim = run_local.claim
+
+    def claim_after_another_call_ran_it(identity):  # the other call's run, ended since the plan
+        run_dir = workdir / "runs" / "CartPole-v1__dqn_baseline__dt0.01__4__1"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        info = {"script": "dqn_baseline.py", "dt": 0.01, "args": run_local.run_args(sweep, point), "completed": False,
+                "stopped_by": NON_FINITE_LOSS}  # fmt: skip
+        (run_dir / "run.json").write_text(json.dumps(info))
+        return claim(identity)
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("the point was run again")
+
+    monkeypatch.setattr(run_local, "claim", claim_after_another_call_ran_it)
+    monkeypatch.setattr(run_local.subprocess, "Popen", no_run)
+    run_local.main(run_local.Options(sweeps=(workdir / "tiny.yaml",), override=("dt=0.01",), workers=1))
+    assert "left   dqn_baseline env_id=CartPole-v1 dt=0.01 seed=4: another call ran it" in capsys.readouterr().out
+
+
+def test_a_label_that_mixes_evaluation_intervals_is_refused(tmp_path):
+    """One label whose runs evaluate at different intervals would average curves sampled at different times: the
+    tools refuse it, naming the label and the intervals, as they refuse duplicate runs."""
+    write_run(tmp_path, "every_150")
+    write_run(tmp_path, "every_100", seed=2, eval_every=100)
+    with pytest.raises(archive.RefusedRuns, match=r"CartPole-v1 DAU mixes evaluation intervals.*100.*150"):
+        plot.load_runs(tmp_path)
+
+
+def test_the_code_that_made_a_run_is_read_from_run_json():
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    assert archive.code_of({}) == "unrecorded"  # the kept runs from before the record
+    assert archive.code_of({"code": [{"commit": None, "uncommitted_changes": None}]}) == "no git"
+    assert archive.code_of({"code": [{"commit": commit, "uncommitted_changes": False}]}) == "0123456"
+    resumed = [{"commit": commit, "uncommitted_changes": True}, {"commit": "f" * 40, "uncommitted_changes": False}]
+    assert archive.code_of({"code": resumed}) == "0123456+changes then fffffff"

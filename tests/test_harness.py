@@ -1,12 +1,14 @@
-"""The harness (harness/), what the four scripts share that is not the algorithm, tested once here: the round's
+"""The harness (harness/), what the seven scripts share that is not the algorithm, tested once here: the round's
 length, the run folder, run.json, the evaluation videos, the per-environment settings, an env's state for the
 checkpoints, the parts' sizes, and the defects each fixed with a test that failed before."""
 
 import ast
 import contextlib
+import errno
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,12 +24,15 @@ import torch
 from helpers import ROOT, TINY, ScriptProcess, read_csv, read_evals, read_wandb_run, run_script, start_and_signal
 
 import dau_discrete
-from dt_wrappers import make_env
-from harness.args import set_round_seconds
+import harness.files
+from dt_wrappers import PhysicalTime, make_env
+from harness.args import buffer_rows, set_round_seconds
 from harness.checkpoint import CHECKPOINT, save_model
+from harness.clock import whole_rounds
 from harness.env_state import env_state, set_env_state
-from harness.files import new_run_dir, save_json
+from harness.files import claim_run_dir, new_run_dir, save_json
 from harness.logs import PREEMPTED_EXIT_CODE, Logs
+from harness.run_info import code_history, code_version
 from harness.settings import env_settings
 from harness.videos import EvaluationVideos, PhysicalTimeVideo
 
@@ -127,6 +132,7 @@ def test_env_settings_are_the_papers_and_follow_the_env_family():
         assert settings["total_time"] >= 1800 and 0 < settings["eval_every"] <= settings["total_time"] / 5, env_id
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ["Pendulum-v1", "HalfCheetah-v4"])
 def test_videos_sample_frames_in_physical_time(env_id, tmp_path):
     """A 1-second episode gives 31 frames at 30 fps (t = 0, 1/30, ..., 1) whatever dt: at dt 0.0005 (2000
@@ -286,6 +292,7 @@ runpy.run_path({script!r}, run_name="__main__")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lost", [0, 4])
 def test_a_killed_and_resumed_run_sends_each_evaluation_and_diagnostics_row_to_wandb_once(lost, tmp_path):
     """A run killed (SIGKILL) after its last checkpoint had sent W&B more rows; the resumed run computes those rows
@@ -337,6 +344,7 @@ def csv_rows(cwd):
     return evals, [(float(row["physical_time"]), int(row["updates"])) for row in read_csv(diagnostics)]
 
 
+@pytest.mark.slow
 def test_wandb_offline_holds_each_row_once_when_track_comes_on_a_resume_and_the_run_is_stopped_again(tmp_path):
     """The real W&B, offline, its logs read back: a run without --track stopped by SIGTERM, resumed with --track
     (a new W&B run: it first gets the rows logged before the checkpoint, from the CSV files), stopped again and
@@ -363,6 +371,7 @@ def test_wandb_offline_holds_each_row_once_when_track_comes_on_a_resume_and_the_
     assert wandb_rows(tmp_path) == (evals, diagnostics)
 
 
+@pytest.mark.slow
 def test_wandb_keeps_the_final_evaluation_of_a_run_that_is_extended(tmp_path):
     """What W&B cannot do (real W&B, offline): take a row back. A finished run extended with a larger
     --total-time goes on from its state before the final evaluation, so evals.csv drops that evaluation (at 6 s,
@@ -379,6 +388,7 @@ def test_wandb_keeps_the_final_evaluation_of_a_run_that_is_extended(tmp_path):
     assert [row[0] for row in sent] == [0, 4, 6, 8, 10] and [sent[i] for i in (0, 1, 3, 4)] == evals
 
 
+@pytest.mark.slow
 def test_eval_model_with_track_sends_its_evaluation_to_wandb(saved_model, tmp_path):
     """--eval-model --track (real W&B, offline): the W&B run holds the evaluation printed, and the model file in
     its config. (Before, the W&B run was started and given nothing.)"""
@@ -390,6 +400,7 @@ def test_eval_model_with_track_sends_its_evaluation_to_wandb(saved_model, tmp_pa
     assert logged.config["eval_model"] == str(saved_model)
 
 
+@pytest.mark.slow
 def test_videos_keep_their_schedule_when_capture_video_comes_on_a_resume(tmp_path):
     """--capture-video given at --resume to a run made without it: the videos are those of the run's own
     evaluations 0, 1, 4, 16, ... and the last that fall after the resume (evaluation 16 at 16 s, the last at
@@ -406,6 +417,7 @@ def test_videos_keep_their_schedule_when_capture_video_comes_on_a_resume(tmp_pat
     assert videos == ["physical-time-16s", "physical-time-20s"]
 
 
+@pytest.mark.slow
 def test_under_wandb_agent_a_sigtermed_run_is_requeued_and_resumes_by_its_run_id(tmp_path, monkeypatch):
     """W&B's contract for preemptible sweeps, with the real agent command line (offline): a run stopped by SIGTERM
     saves its checkpoint, marks itself preempting and exits non-zero, so that the sweep requeues it; the requeued
@@ -615,6 +627,7 @@ def logged_numbers(cwd):
     return evals, (run_dir / "diagnostics.csv").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script,env_id,dt", WORKER_CASES)
 def test_training_envs_split_over_two_workers_give_the_same_numbers(script, env_id, dt, tmp_path):
     """--env-workers 2: the 4 training envs stepped as two shares in two processes, with episode ends in every
@@ -646,6 +659,7 @@ def start_with_workers(script, *args, cwd, rows):
     return process, workers
 
 
+@pytest.mark.slow
 def test_a_run_with_workers_stops_on_sigterm_with_no_process_left_and_resumes_exactly(tmp_path):
     """SIGTERM to a run with two env workers: the checkpoint gathers the envs' states from the workers, the run
     exits 0 and no worker outlives it; resumed with two new workers (the states go back into them), its evals.csv
@@ -664,6 +678,7 @@ def test_a_run_with_workers_stops_on_sigterm_with_no_process_left_and_resumes_ex
     assert logged_numbers(tmp_path / "stopped") == logged_numbers(tmp_path / "whole")
 
 
+@pytest.mark.slow
 def test_a_dead_env_worker_stops_the_run_with_a_clear_error(tmp_path):
     """A worker killed mid-run (out of memory, a crash in the simulator): the run stops at once with a one-line
     error naming the worker and how to go on, no traceback and no hang, and its other worker ends too."""
@@ -676,6 +691,7 @@ def test_a_dead_env_worker_stops_the_run_with_a_clear_error(tmp_path):
     assert len(read_evals(tmp_path)) >= 2  # what was logged is kept
 
 
+@pytest.mark.slow
 def test_a_run_that_fails_before_its_loop_closes_its_env_workers_and_exits(tmp_path):
     """An error after the workers started and before the training loop (a replay memory that cannot be made, a
     checkpoint whose envs do not fit): the process ends with its error instead of waiting forever, at its exit,
@@ -688,6 +704,7 @@ def test_a_run_that_fails_before_its_loop_closes_its_env_workers_and_exits(tmp_p
     assert result.returncode != 0 and "before the loop" in result.stderr
 
 
+@pytest.mark.slow
 def test_env_workers_end_when_their_run_is_killed(tmp_path):
     """SIGKILL to the run's process (no chance to close anything): its workers see their pipe close and end."""
     process, workers = start_with_workers("dau_discrete.py", *worker_run_args("CartPole-v1", "0.01", "400"),
@@ -698,3 +715,124 @@ def test_env_workers_end_when_their_run_is_killed(tmp_path):
     while alive(workers) and time.time() < deadline:
         time.sleep(0.2)
     assert alive(workers) == []
+
+
+def git(folder, *command):
+    return subprocess.run(["git", "-C", str(folder), *command], capture_output=True, text=True, check=True).stdout
+
+
+def test_run_json_names_the_code_it_ran_from(tmp_path):
+    """run.json's "code": the commit of the script's checkout and whether its Python files had uncommitted changes
+    (a change to the docs does not count); outside a checkout, a record that there is none. A resumed run keeps
+    the code versions before it and adds its own where it differs."""
+    assert code_version(tmp_path) == {"commit": None, "uncommitted_changes": None}
+    git(tmp_path, "init", "-q")
+    (tmp_path / "script.py").write_text("print('v1')\n")
+    (tmp_path / "notes.md").write_text("notes\n")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "v1")
+    commit = git(tmp_path, "rev-parse", "HEAD").strip()
+    assert code_version(tmp_path) == {"commit": commit, "uncommitted_changes": False}
+    (tmp_path / "notes.md").write_text("more notes\n")  # the docs change nothing a run computes
+    assert code_version(tmp_path) == {"commit": commit, "uncommitted_changes": False}
+    (tmp_path / "script.py").write_text("print('v2')\n")
+    assert code_version(tmp_path) == {"commit": commit, "uncommitted_changes": True}
+    git(tmp_path, "checkout", "-q", "script.py")
+    (tmp_path / "patch.py").write_text("")  # a new file the scripts may import
+    assert code_version(tmp_path)["uncommitted_changes"] is True
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    assert code_history(run_dir, tmp_path) == [code_version(tmp_path)]  # a new run
+    earlier = {"commit": "f" * 40, "uncommitted_changes": False}
+    (run_dir / "run.json").write_text(json.dumps({"code": [earlier]}))
+    assert code_history(run_dir, tmp_path) == [earlier, code_version(tmp_path)]  # resumed by other code
+    (run_dir / "run.json").write_text(json.dumps({"code": [code_version(tmp_path)]}))
+    assert code_history(run_dir, tmp_path) == [code_version(tmp_path)]  # resumed by the same code
+
+
+def test_a_run_records_the_code_of_its_scripts_checkout_and_no_identity(tmp_path):
+    """The script's own checkout (the repository), not the folder it runs in; the identity is computed by the
+    tools from the arguments, never stored (a stored one went stale when its formula changed)."""
+    run_script("dqn_baseline.py", "--env-id", "CartPole-v1", *TINY, "--total-time", "0.8", cwd=tmp_path)
+    (run_json,) = tmp_path.glob("runs/*/run.json")
+    run = json.loads(run_json.read_text())
+    assert run["code"] == [code_version(ROOT)] and run["code"][0]["commit"] == git(ROOT, "rev-parse", "HEAD").strip()
+    assert "identity" not in run
+
+
+def test_a_file_system_without_locks_is_said_in_one_line(tmp_path, monkeypatch, capsys):
+    """claim_run_dir on a file system where flock fails (some network file systems): the run goes on, unheld, and
+    says so in one line naming the folder (it was silent)."""
+
+    def no_locks(*args):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(harness.files.fcntl, "flock", no_locks)
+    lock = claim_run_dir(str(tmp_path))
+    lock.close()
+    warning = capsys.readouterr().err.strip().splitlines()
+    assert len(warning) == 1 and str(tmp_path) in warning[0] and "no locks" in warning[0], warning
+
+
+def test_the_time_step_layer_saves_and_restores_its_own_state():
+    """PhysicalTime's state (the episode's step count and scaled return, and the first reset's seed) goes in and out
+    of a checkpoint through its own public methods; env_state and set_env_state read nothing private."""
+    env = make_env("Pendulum-v1", dt=0.01, seed=5)
+    wrapper = env.env if isinstance(env.env, PhysicalTime) else env
+    while not isinstance(wrapper, PhysicalTime):
+        wrapper = wrapper.env
+    assert wrapper.state_dict() == {"steps": 0, "scaled_return": 0.0, "seed": 5}
+    env.reset()
+    for _ in range(3):
+        env.step(np.zeros(1, dtype=np.float32))
+    saved = wrapper.state_dict()
+    assert saved["steps"] == 3 and saved["seed"] is None and saved["scaled_return"] < 0
+    twin = make_env("Pendulum-v1", dt=0.01, seed=9)
+    twin.reset()
+    calls = []
+    twin_wrapper = twin
+    while not isinstance(twin_wrapper, PhysicalTime):
+        twin_wrapper = twin_wrapper.env
+    load = twin_wrapper.load_state_dict
+    twin_wrapper.load_state_dict = lambda state: calls.append(state) or load(state)
+    set_env_state(twin, env_state(env))
+    assert calls and twin_wrapper.state_dict() == saved
+    source = (ROOT / "harness" / "env_state.py").read_text()
+    assert not re.search(r"wrapper\.(_seed|steps|scaled_return)", source)
+
+
+def test_the_round_count_is_written_once():
+    """The number of whole rounds in --total-time (the clock, the replay memory's size, the executor's estimate of
+    a run's length) comes from harness.clock.whole_rounds; its formula is written nowhere else."""
+    formula = re.compile(r"total_time\W*\s*/\s*\(?\s*(args\W*\.?\s*)?\W*num_envs")
+    files = [*ROOT.glob("harness/*.py"), *ROOT.glob("sweeps/*.py"), *ROOT.glob("*.py")]
+    writers = [path.relative_to(ROOT).as_posix() for path in files if formula.search(path.read_text())]
+    assert writers == ["harness/clock.py"], writers
+    args = SimpleNamespace(total_time=10.0, num_envs=4, steps_per_round=10, buffer_time=1e6)
+    assert whole_rounds(args, 0.01) == 25 and buffer_rows(args, 0.01) == 25 * 40
+
+
+SCRIPTS_WITH_UPDATE = ["dau_continuous.py", "ddpg_baseline.py", "dau_discrete.py", "dqn_baseline.py",
+                       "dau_discrete_beyond_paper.py", "dau_discrete_td_noise.py",
+                       "dau_discrete_horizon.py"]  # fmt: skip
+
+
+@pytest.mark.parametrize("script", SCRIPTS_WITH_UPDATE)
+def test_a_student_reads_what_each_call_passes_and_what_the_harness_provides(script):
+    """update() is called by keyword, each argument landing in the parameter named for it (DDPG's time_scale
+    went, tenth of ten positional arguments, into reward_scale); the names a script uses without defining them
+    (run.probe, run.replay_rows, run.round_time; the "optimizer" key that harness/loop.py saves) say what they
+    are where they are used."""
+    source = (ROOT / script).read_text()
+    nodes = ast.walk(ast.parse(source))
+    calls = [node for node in nodes if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "update"]
+    assert calls and all(not call.args and call.keywords for call in calls), script
+    lines = source.splitlines()
+    for name, said in (("run.probe", "run.probe:"), ("run.replay_rows", "run.replay_rows:"),
+                       ("run.round_time", "round_time:"), ('"optimizer":', "model.pt")):  # fmt: skip
+        uses = [index for index, line in enumerate(lines) if name in line and not line.lstrip().startswith("#")]
+        for index in uses:  # said in a comment on the line, or in the comment lines just above it
+            above = [line for line in lines[max(0, index - 3) : index] if line.lstrip().startswith("#")]
+            comments = [line.split("#", 1)[1] for line in [*above, lines[index]] if "#" in line]
+            assert any(said in comment for comment in comments), (script, lines[index])
+        assert uses, (script, name)

@@ -79,6 +79,8 @@ def test_the_command_prints_one_line_per_env_and_label_of_the_archive():
     runs = plot.load_runs(ROOT / "docs" / "results")
     assert found == {(env_id, label) for env_id, algorithms in runs.items() for label in algorithms}
     assert len(found) == len(lines) and ("CartPole-v1", "DQN-unscaled") in found and ("Pendulum-v1", "DAU") in found
+    example = [line.strip() for line in invariance.__doc__.splitlines() if line.strip().startswith("invariance ")]
+    assert example and set(example) <= set(lines), example  # the docstring's example is what the command prints
     missing = subprocess.run([sys.executable, "sweeps/invariance.py", "--runs", "no/such/folder"], cwd=ROOT,
                              capture_output=True, text=True, timeout=60)  # fmt: skip
     assert missing.returncode != 0 and "no/such/folder" in missing.stderr and "Traceback" not in missing.stderr

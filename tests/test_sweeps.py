@@ -86,6 +86,7 @@ def test_the_agent_command_is_wandbs(monkeypatch):
     assert "--normalize_obs=False" in command and "--tau=0.5" in command  # what tyro's None/True/False takes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dt,files", [(0.05, ["ant", "halfcheetah"]), (0.01, ["pendulum", "cartpole", "bipedal"])])
 def test_each_sweep_files_agent_command_runs_its_script(dt, files, workdir):
     """One grid point of every file, exactly as the agent runs it; only the budget (one round) is changed, and the
@@ -108,6 +109,7 @@ def test_each_sweep_files_agent_command_runs_its_script(dt, files, workdir):
     assert len(list(workdir.glob("wandb/offline-run-*"))) == len(runs)
 
 
+@pytest.mark.slow
 def test_a_sweep_can_override_every_per_environment_setting(workdir):
     """Through W&B's own command construction: normalisation off and on for HalfCheetah (whose default is
     on), and the other settings of the table, reach the script; a YAML boolean, which
@@ -130,6 +132,7 @@ def test_a_sweep_can_override_every_per_environment_setting(workdir):
     assert refused.returncode != 0 and "write the value as a string" in refused.stderr
 
 
+@pytest.mark.slow
 def test_the_executor_runs_a_grid_once_in_the_hours_given_and_resumes_after_an_interruption(workdir):
     """--hours: a finished run of the same script and env (another seed) measures 1000 s per round; the dt
     0.01 point needs 2 rounds (2000 s), more than the 1800 s of --hours 0.5, its dt 0.02 twin one round. With
@@ -300,6 +303,7 @@ def test_the_phase_plane_shows_the_checkpoints_networks(tmp_path):
     assert np.abs(policy).max() <= 1 and policy.std() > 0
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_runs_cleanly_and_keeps_their_logs(workdir):
     (workdir / "tiny.yaml").write_text(TINY_SWEEP)
     process = subprocess.Popen(
@@ -319,6 +323,7 @@ def test_ctrl_c_stops_the_runs_cleanly_and_keeps_their_logs(workdir):
     assert all(len((path.read_text()).splitlines()) >= 2 for path in workdir.glob("runs/*/evals.csv"))
 
 
+@pytest.mark.slow
 def test_at_the_deadline_the_runs_stop_with_a_checkpoint_and_the_next_call_resumes_them(workdir):
     """--hours 0.003 (10.8 s; 0.01, 36 s, on a GPU): both runs, each far longer, get SIGTERM at the deadline, save
     their state and stop; the executor says so, and its next call (a dry run here) resumes them from their folders.
@@ -348,6 +353,7 @@ def test_at_the_deadline_the_runs_stop_with_a_checkpoint_and_the_next_call_resum
         assert f"--resume=runs/{run_dir.name}" in plan.stdout
 
 
+@pytest.mark.slow
 def test_the_executor_goes_on_from_a_stopped_runs_checkpoint(workdir):
     """A grid point whose run was stopped by SIGTERM runs on in its own folder (the agent's command plus
     --resume) to its end; its evaluations before the stop stay as they were."""
@@ -379,10 +385,16 @@ def test_collect_keeps_the_small_files_of_finished_runs_only(tmp_path):
     unfinished = write_run(tmp_path / "runs", "dau_continuous.py", 0.01, 3, [-1400])
     (unfinished / "run.json").write_text(json.dumps({**json.loads((unfinished / "run.json").read_text()),
                                                      "completed": False}))  # fmt: skip
-    assert len(collect.collect(tmp_path / "runs", tmp_path / "results")) == 2
+    code = [{"commit": "0123456789abcdef0123456789abcdef01234567", "uncommitted_changes": True}]
+    (run_dir / "run.json").write_text(json.dumps({**json.loads((run_dir / "run.json").read_text()), "code": code}))
+    command = ["sweeps/collect.py", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "printed")]
+    printed = subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert printed.stdout.splitlines()[1:] == ["  1 made by 0123456+changes", "  1 made by unrecorded"], printed.stdout
+    copied = collect.collect(tmp_path / "runs", tmp_path / "results")  # each run copied, with the code that made it
+    assert sorted(copied.values()) == ["0123456+changes", "unrecorded"]
     copied = sorted(path.name for path in (tmp_path / "results").glob("*/*"))
     assert copied == ["diagnostics.csv"] + ["evals.csv"] * 2 + ["run.json"] * 2
-    assert collect.collect(tmp_path / "runs", tmp_path / "results") == []  # nothing new the second time
+    assert collect.collect(tmp_path / "runs", tmp_path / "results") == {}  # nothing new the second time
     assert len(plot.load_runs(tmp_path / "results")["Pendulum-v1"]["DAU"][0.01]) == 2  # the plots read them
 
 
@@ -529,6 +541,7 @@ def test_compare_sets_variants_beside_the_reference_and_refuses_what_it_cannot_c
         compare.comparison_table(dataclasses.replace(options, labels=("paper's DAU",)))
 
 
+@pytest.mark.slow
 def test_a_grid_with_round_seconds_knows_its_finished_runs_and_their_cost(workdir, monkeypatch):
     """run.json records the round --round-seconds sets (at dt 0.01, 0.2 s per env: 20 steps, 4 updates), so the
     executor resolves a point's round the same way to find its finished run; and it estimates a run's wall time
