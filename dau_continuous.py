@@ -282,6 +282,7 @@ if __name__ == "__main__":
     # Arguments checked, run folder, W&B, seeds and evaluation envs: harness/run.py.
     run = Run(Args, description=__doc__, script_file=__file__, action_space=gym.spaces.Box, check_args=check_args)
     args, dt, device = run.args, run.dt, run.device
+    # run.probe: an env made as the training envs are, to read their spaces (harness/run.py)
     obs_dim, action_dim = run.probe.observation_space.shape[0], run.probe.action_space.shape[0]
     action_low, action_high = run.probe.action_space.low, run.probe.action_space.high
     normalizer = Normalizer(obs_dim).to(device)
@@ -308,20 +309,22 @@ if __name__ == "__main__":
         capturable=device.type == "cuda",  # its step counts on the GPU, as a CUDA graph needs; the same arithmetic
     )  # fmt: skip
     envs = make_vector_env(args, dt, args.num_envs, args.seed, args.env_workers)  # --env-workers: in K processes
+    # run.replay_rows: --buffer-time in transitions at this dt, at most what the run collects
     buffer = ReplayBuffer(run.replay_rows, obs_dim, action_dim, device)
     noise = OUNoise((args.num_envs, action_dim), args.ou_kappa, args.ou_sigma, dt, device)
 
     def train_round(batches):  # Alg. lines "for k = 1, nb_learn": one gradient step on each batch
-        return torch.stack([update([field[k] for field in batches], value, advantage, actor, optimizer, dt, args.gamma)
+        return torch.stack([update(batch=[field[k] for field in batches], value=value, advantage=advantage, actor=actor,
+                               optimizer=optimizer, dt=dt, gamma=args.gamma)
                             for k in range(args.updates_per_round)])  # fmt: skip
 
     train_round = graphed(train_round, device)  # on a GPU, the round launched at once as one CUDA graph
     obs, _ = envs.reset(seed=args.seed)
-    state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise}  # what --resume restores
+    # What --resume restores; "optimizer" is also the key under which harness/loop.py saves it in model.pt.
+    state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise}
     # Returns the observations to go on from: on a --resume, the checkpoint's in place of the reset's.
-    obs = run.start(
-        envs, obs, state=state, networks=networks, evaluate=evaluate_policy, act=act, diagnostics=DIAGNOSTICS
-    )
+    obs = run.start(envs, obs, state=state, networks=networks, evaluate=evaluate_policy, act=act,
+                    diagnostics=DIAGNOSTICS)  # fmt: skip
     with run:  # Ctrl-C stops at once, keeping what was logged; SIGTERM after the round, with a checkpoint
         for _ in run.rounds():  # evaluations and checkpoints fall between rounds, at multiples of their intervals
             noise_size, action_size, failures = torch.zeros((), device=device), torch.zeros((), device=device), 0
@@ -341,7 +344,7 @@ if __name__ == "__main__":
                 obs = next_obs
             stats = train_round(buffer.sample(args.updates_per_round, args.batch_size))
             round_stats = [noise_size / args.steps_per_round, action_size / args.steps_per_round,
-                           torch.tensor(failures / run.round_time, device=device),
+                           torch.tensor(failures / run.round_time, device=device),  # round_time: a round's seconds
                            gradient_rms(optimizer, value), gradient_rms(optimizer, advantage),
                            gradient_rms(optimizer, actor)]  # fmt: skip
             run.end_round(stats=stats, round_stats=round_stats, obs=obs)  # diagnostics.csv, W&B; obs: checkpoints

@@ -1,16 +1,14 @@
 """Deep Advantage Updating (DAU) for discrete actions: A without terminal rows, V's target over a physical horizon.
 
 dau_discrete.py, the paper's Alg. "Deep Advantage Updating (Discrete actions)", plus two options the paper does not
-use, each off by default (issue 49, option 3; docs/reproduce.md, "Beyond the paper"). In CartPole an action moves the
-pole by O(dt^2) within one step, so a terminal transition's TD error is V's O(1) jump and says almost nothing about A:
---advantage-without-terminal-rows leaves those rows out of A's update (V's keeps them). --value-horizon H gives V the
-target over n = round(H / dt) steps of its env, the same physical horizon at every dt, cut at an episode's end or
-where the exploration noise changed the greedy action (as Watkins' Q(lambda)), so that its fixed point is still the
-greedy policy's value. With its defaults it computes what dau_discrete.py computes, to the bit: `diff dau_discrete.py
-dau_discrete_horizon.py` shows exactly the options.
+use, each off by default (issue 49, option 3; docs/reproduce.md, "Beyond the paper"). In CartPole an action moves
+the pole by O(dt^2) within one step, so a terminal transition's TD error is V's O(1) jump and says almost nothing
+about A: --advantage-without-terminal-rows leaves those rows out of A's update (V's keeps them). --value-horizon H
+gives V the target over n = round(H / dt) steps of its env, the same physical horizon at every dt, cut at an
+episode's end or where the exploration noise changed the greedy action (as Watkins' Q(lambda)), so that its fixed
+point is still the greedy policy's value. With its defaults it computes what dau_discrete.py does, to the bit.
 
-    python dau_discrete_horizon.py --dt 0.0005 --advantage-without-terminal-rows
-    python dau_discrete_horizon.py --dt 0.0005 --value-horizon 0.05
+    python dau_discrete_horizon.py --dt 0.0005 --value-horizon 0.05 --advantage-without-terminal-rows
 
 Writes runs/<run_name>/evals.csv (scaled return vs physical time); --track logs to W&B.
 """
@@ -334,6 +332,7 @@ if __name__ == "__main__":
     # Arguments checked, run folder, W&B, seeds and evaluation envs: harness/run.py.
     run = Run(Args, description=__doc__, script_file=__file__, action_space=gym.spaces.Discrete, check_args=check_args)
     args, dt, device = run.args, run.dt, run.device
+    # run.probe: an env made as the training envs are, to read their spaces (harness/run.py)
     obs_dim, num_actions = run.probe.observation_space.shape[0], int(run.probe.action_space.n)
     normalizer = Normalizer(obs_dim).to(device)
     value = Value(obs_dim, args.hidden_size, normalizer).to(device)
@@ -356,23 +355,25 @@ if __name__ == "__main__":
         capturable=device.type == "cuda",  # its step counts on the GPU, as a CUDA graph needs; the same arithmetic
     )  # fmt: skip
     envs = make_vector_env(args, dt, args.num_envs, args.seed, args.env_workers)  # --env-workers: in K processes
+    # run.replay_rows: --buffer-time in transitions at this dt, at most what the run collects
     buffer = ReplayBuffer(run.replay_rows, obs_dim, device, args.num_envs if args.value_horizon else None)
     # --value-horizon H: n = round(H / dt) steps, the same physical horizon at every dt (at least one)
     horizon_steps = max(1, round(args.value_horizon / dt)) if args.value_horizon else 1
     noise = OUNoise((args.num_envs, num_actions), args.ou_kappa, args.ou_sigma, dt, device)
 
     def train_round(batches):  # Alg. lines "for k = 1, nb_learn": one gradient step on each batch
-        return torch.stack([update([field[k] for field in batches], value, advantage, optimizer, dt, args.gamma,
-                                   args.advantage_without_terminal_rows)
+        return torch.stack([update(batch=[field[k] for field in batches], value=value, advantage=advantage,
+                               optimizer=optimizer, dt=dt, gamma=args.gamma,
+                               without_terminal_rows=args.advantage_without_terminal_rows)
                             for k in range(args.updates_per_round)])  # fmt: skip
 
     train_round = graphed(train_round, device)  # on a GPU, the round launched at once as one CUDA graph
     obs, _ = envs.reset(seed=args.seed)
-    state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise}  # what --resume restores
+    # What --resume restores; "optimizer" is also the key under which harness/loop.py saves it in model.pt.
+    state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise}
     # Returns the observations to go on from: on a --resume, the checkpoint's in place of the reset's.
-    obs = run.start(
-        envs, obs, state=state, networks=networks, evaluate=evaluate_policy, act=act, diagnostics=DIAGNOSTICS
-    )
+    obs = run.start(envs, obs, state=state, networks=networks, evaluate=evaluate_policy, act=act,
+                    diagnostics=DIAGNOSTICS)  # fmt: skip
     with run:  # Ctrl-C stops at once, keeping what was logged; SIGTERM after the round, with a checkpoint
         for _ in run.rounds():  # evaluations and checkpoints fall between rounds, at multiples of their intervals
             changed_action, failures = torch.zeros((), device=device), 0  # this round's, for diagnostics.csv
@@ -385,9 +386,8 @@ if __name__ == "__main__":
                     action = explore(advantages, noise, args.exploration, args.epsilon)
                     changed_action += (action != advantages.argmax(-1)).float().mean()
                     # --value-horizon: whether each row continues its env's previous row's return
-                    follows = (
-                        [buffer.follows(obs_tensor, action == advantages.argmax(-1))] if args.value_horizon else []
-                    )
+                    follows = ([buffer.follows(obs_tensor, action == advantages.argmax(-1))]
+                               if args.value_horizon else [])  # fmt: skip
                     action = action.cpu().numpy()
                 next_obs, reward, terminated, real_next_obs = env_step(envs, action)
                 failures += int(terminated.sum())
@@ -395,6 +395,6 @@ if __name__ == "__main__":
                 obs = next_obs
             stats = train_round(buffer.sample(args.updates_per_round, args.batch_size, horizon_steps))
             round_stats = [changed_action / args.steps_per_round,
-                           torch.tensor(failures / run.round_time, device=device),
+                           torch.tensor(failures / run.round_time, device=device),  # round_time: a round's seconds
                            gradient_rms(optimizer, value), gradient_rms(optimizer, advantage)]  # fmt: skip
             run.end_round(stats=stats, round_stats=round_stats, obs=obs)  # diagnostics.csv, W&B; obs: checkpoints
