@@ -231,6 +231,7 @@ def test_dau_learns_cartpole_at_dt_0_01(tmp_path):
     assert float(rows[-1]["scaled_return"]) >= 400  # ...and learns
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", [dau, dqn])
 def test_diagnostics_count_the_exploration_and_the_failures_of_the_run(module, tmp_path):
     """diagnostics.csv, one row per round here: under uniformly random actions (epsilon 1) half of CartPole's

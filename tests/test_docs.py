@@ -1,5 +1,6 @@
 """The docs stay true to the code: quoted snippets exist in the scripts, links point to files."""
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -74,6 +75,7 @@ TABLE_RUNS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("table_file", sorted((ROOT / "docs").glob("robustness*.md")), ids=lambda path: path.name)
 def test_the_published_tables_are_what_plot_draws_from_the_kept_runs(table_file):
     """docs/robustness*.md, and their rows on the reproduction page, come from the runs in docs/results (or the
@@ -131,6 +133,7 @@ COMPARISONS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", COMPARISONS)
 def test_the_comparisons_beyond_the_paper_are_what_compare_prints(name):
     import compare
@@ -159,6 +162,7 @@ SCRIPT_PAGES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page,algorithm,figures", [(page, *shown) for page, shown in SCRIPT_PAGES.items()])
 def test_each_script_page_ends_with_its_results_as_plot_draws_them(page, algorithm, figures):
     """Each script's page ends with its results (issue: results where readers look): for each folder of runs, the
@@ -210,3 +214,23 @@ def test_the_readme_headline_is_what_invariance_prints():
         dau, other = printed["DAU"], printed[f"{baseline}-unscaled"]
         seeds = str(dau[2]) if dau[2] == other[2] else f"{dau[2]} / {other[2]}"
         assert cells[3:] == [seeds, dau[0], dau[1], other[0], other[1]], row
+
+
+def test_the_readme_names_the_machines_the_headline_runs_record():
+    """The headline's runs ran on more than one machine: the paragraph above the table names each CPU that their
+    run.json record (by make and family), and says that the others have no record."""
+    text = (ROOT / "README.md").read_text()
+    paragraph = text.split("## The paper's picture, reproduced here", 1)[1].split("| env (baseline)", 1)[0]
+    paragraph = " ".join(paragraph.split())
+    recorded = set()
+    unrecorded = 0
+    for folder in (RESULTS, RESULTS / "cartpole_12600"):
+        for path in folder.glob("*/run.json"):
+            cpu = (json.loads(path.read_text()).get("machine") or {}).get("cpu")
+            if cpu is None:
+                unrecorded += 1
+            else:
+                recorded.add(" ".join(re.sub(r"\(R\)|Processor|@.*", " ", cpu).split()[:2]))  # "Intel Xeon"
+    assert recorded == {"AMD EPYC", "Intel Xeon"}, recorded  # (this test names them: a new one needs the README)
+    assert all(name in paragraph for name in recorded), (recorded, paragraph)
+    assert unrecorded and "predate the record" in paragraph

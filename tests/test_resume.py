@@ -28,14 +28,15 @@ from harness.files import save_checkpoint
 OU_SCALED = ["--exploration", "ou-scaled", "--ou-kappa", "0.5"]
 # dau_discrete_horizon.py's options: which rows continue their env's previous one is read from the restored memory.
 HORIZON = ["--value-horizon", "0.05", "--advantage-without-terminal-rows"]
+SLOW = pytest.mark.slow  # the quick tier (-m "not slow") resumes one script, dau_discrete.py
 CASES = [
-    ("dau_continuous.py", "Pendulum-v1", []),
-    ("ddpg_baseline.py", "Pendulum-v1", ["--tau", "0.5"]),
+    pytest.param("dau_continuous.py", "Pendulum-v1", [], marks=SLOW),
+    pytest.param("ddpg_baseline.py", "Pendulum-v1", ["--tau", "0.5"], marks=SLOW),
     ("dau_discrete.py", "CartPole-v1", ["--eval-every", "12"]),
-    ("dau_discrete_beyond_paper.py", "CartPole-v1", ["--eval-every", "12", *OU_SCALED]),
-    ("dau_discrete_horizon.py", "CartPole-v1", ["--eval-every", "12", *HORIZON]),
-    ("dqn_baseline.py", "CartPole-v1", ["--tau", "0.5"]),
-    ("dau_continuous.py", "HalfCheetah-v4", []),
+    pytest.param("dau_discrete_beyond_paper.py", "CartPole-v1", ["--eval-every", "12", *OU_SCALED], marks=SLOW),
+    pytest.param("dau_discrete_horizon.py", "CartPole-v1", ["--eval-every", "12", *HORIZON], marks=SLOW),
+    pytest.param("dqn_baseline.py", "CartPole-v1", ["--tau", "0.5"], marks=SLOW),
+    pytest.param("dau_continuous.py", "HalfCheetah-v4", [], marks=SLOW),
 ]
 LONG = ["--dt", "0.01", "--total-time", "40", *TINY]
 
@@ -91,6 +92,7 @@ def test_a_run_stopped_by_sigterm_resumes_to_the_same_evals(script, env_id, othe
     assert the_run(tmp_path)[1]["completed"] and logged(tmp_path) == uninterrupted(script, env_id, *other)
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_from_its_last_checkpoint_and_drops_what_it_logged_after(uninterrupted, tmp_path):
     """SIGKILL (no chance to save): the last periodic checkpoint is the one to go on from; the evaluations logged
     after it are dropped and logged again, so that the evals.csv is still the uninterrupted one. The resumed run is
@@ -118,6 +120,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_and_drops_what_it_logged_
     assert logged(tmp_path) == logged(reference)
 
 
+@pytest.mark.slow
 def test_a_finished_run_with_checkpoints_extends_to_a_longer_budget(uninterrupted, tmp_path):
     """--checkpoint-every keeps the state before the final evaluation; --resume with a larger --total-time goes on
     from it (the replay memory, sized by the budget, grows with its rows in place) as if the run had been given
@@ -136,6 +139,7 @@ def test_a_finished_run_with_checkpoints_extends_to_a_longer_budget(uninterrupte
     assert logged(tmp_path) == uninterrupted("dau_continuous.py", "Pendulum-v1", "--eval-every", "12")
 
 
+@pytest.mark.slow
 def test_a_new_checkpoint_interval_on_resume_starts_from_the_current_time(tmp_path):
     """--checkpoint-every may change on --resume: the next checkpoint falls on the new interval's first multiple
     after the resumed time, not one per round until the old count catches up (a 4-s run checkpointed every 100 s,
@@ -227,6 +231,7 @@ def run_with_a_sigterm_at(point, script, *args, cwd, signal_name="SIGTERM"):
     return run_script(str(probe), *args, cwd=cwd, check=False)
 
 
+@pytest.mark.slow
 def test_a_sigterm_during_an_evaluation_stops_the_run_after_it(tmp_path):
     """SIGTERM while an evaluation runs (with a 30-s grace, as Slurm and spot machines give, a fine-dt run cannot
     wait for a checkpoint and a whole round more): the run stops as soon as the evaluation ends, with the state
@@ -249,6 +254,7 @@ def test_a_sigterm_during_an_evaluation_stops_the_run_after_it(tmp_path):
         path.name for path in (tmp_path / "whole").glob("runs/*/checkpoints/*.pt"))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_sigterm_once_the_run_folder_is_made_leaves_a_run_to_resume(tmp_path):
     """SIGTERM after the run's folder and its lock are made, before anything is written to it: the run stops at
     its first round with a checkpoint, which --resume goes on from, rather than dying and leaving a folder that
@@ -274,6 +280,7 @@ def test_a_ctrl_c_once_the_run_folder_is_made_leaves_no_folder(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", ["dau_continuous.py", "dqn_baseline.py"])
 def test_eval_model_repeats_the_runs_final_evaluation(script, tmp_path):
     """model.pt keeps the evaluation envs as the final evaluation found them: --eval-model gives its return
@@ -288,6 +295,7 @@ def test_eval_model_repeats_the_runs_final_evaluation(script, tmp_path):
     assert printed == pytest.approx(final, abs=0.006)  # printed with 2 decimals
 
 
+@pytest.mark.slow
 def test_bipedalwalker_resumes_with_new_episodes_in_flight(tmp_path):
     """Box2D's world cannot be saved: at --resume each training env starts a new episode (the one in flight ends
     at the checkpoint as at a truncation, its last transition bootstrapping). The run completes, its evaluations
@@ -468,6 +476,7 @@ def test_a_cpu_runs_checkpoint_never_starts_cuda(monkeypatch):
         random_state(torch.device("cuda"))
 
 
+@pytest.mark.slow
 def test_a_run_still_going_cannot_be_resumed_by_a_second_process(tmp_path):
     """Two executors over one runs/ folder, or a job requeued while the old one still stops: the second process
     is refused (the first holds an OS lock on its folder while it lives) and the first runs on unharmed."""

@@ -34,16 +34,21 @@ ACTION_TYPES = {
 }
 
 
+SLOW = pytest.mark.slow  # the quick tier (-m "not slow") runs each script end to end once, at its native env
+
+
 @pytest.mark.parametrize(
     "script,env_args,dt,total_time",
     [(script, ["--env-id", "Pendulum-v1"], 0.05, 5.0) for script in CONTINUOUS]
-    + [(script, ["--env-id", "HalfCheetah-v4", "--dt", "0.005"], 0.005, 0.6) for script in CONTINUOUS]
+    + [pytest.param(script, ["--env-id", "HalfCheetah-v4", "--dt", "0.005"], 0.005, 0.6, marks=SLOW)
+       for script in CONTINUOUS]
     + [(script, ["--env-id", "CartPole-v1"], 0.02, 2.0) for script in DISCRETE]
     + [
-        (script, ["--env-id", "Acrobot-v1", "--dt", "0.05", "--normalize-obs", "True"], 0.05, 5.0)
+        pytest.param(script, ["--env-id", "Acrobot-v1", "--dt", "0.05", "--normalize-obs", "True"], 0.05, 5.0,
+                     marks=SLOW)
         for script in DISCRETE
     ],
-)
+)  # fmt: skip
 def test_smoke_writes_a_well_formed_evals_csv(script, env_args, dt, total_time, tmp_path):
     result = run_script(script, *env_args, *TINY, "--total-time", str(total_time), "--save-model",
                         "--checkpoint-every", str(4 * 10 * dt), cwd=tmp_path)  # fmt: skip
@@ -72,7 +77,7 @@ def test_smoke_writes_a_well_formed_evals_csv(script, env_args, dt, total_time, 
         assert "mean scaled return" in evaluation.stdout
 
 
-@pytest.mark.parametrize("dt", [0.01, 0.002])
+@pytest.mark.parametrize("dt", [0.01, pytest.param(0.002, marks=SLOW)])
 @pytest.mark.parametrize(
     "script,scaled",
     [("dau_continuous.py", True), ("ddpg_baseline.py", True), ("ddpg_baseline.py", False),
@@ -93,6 +98,7 @@ def test_optimizer_follows_dt_or_the_reference_dt(script, scaled, dt, tmp_path):
     assert all(g["alpha"] == pytest.approx(1 - time_scale) and g["momentum"] == 0 for g in groups)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", ["1", "2"])
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_same_seed_same_returns(script, threads, tmp_path):
@@ -113,6 +119,7 @@ def test_same_seed_same_returns(script, threads, tmp_path):
     assert returns[0] == returns[1] and len(set(returns[0])) > 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", DISCRETE)
 def test_training_depends_on_neither_the_budget_nor_the_evaluation_schedule(script, tmp_path):
     """A run with a longer budget is the shorter run continued: the same evaluations up to the shorter one's end
@@ -139,6 +146,7 @@ def test_training_depends_on_neither_the_budget_nor_the_evaluation_schedule(scri
             assert torch.equal(leaf, other) if isinstance(leaf, torch.Tensor) else leaf == other, key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_sweep_agent_key_value_form_and_tracking_offline(script, tmp_path):
     """What a W&B agent runs: --key=value pairs and --track (from ${args_no_boolean_flags}). Its run name ends in
@@ -340,6 +348,7 @@ def test_evaluation_takes_under_10_percent_of_the_wall_time_at_the_defaults(scri
     assert per_evaluation / (per_evaluation + per_interval) < 0.10, (per_evaluation, per_interval)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", CONTINUOUS)
 def test_the_speed_benchmark_reads_where_the_loop_spends_its_time(script):
     """tests/benchmark_update.py splits a run's wall time into updates, evaluations and env stepping from the
@@ -353,6 +362,7 @@ def test_the_speed_benchmark_reads_where_the_loop_spends_its_time(script):
     assert 0 < benchmark_update.env_stepping_seconds(0.05, vector_steps) < wall - evaluating
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script,env_id", [("dau_discrete.py", "CartPole-v1"), ("ddpg_baseline.py", "Pendulum-v1")])
 def test_round_seconds_is_the_papers_round_at_dt_001_and_keeps_its_updates_per_second(script, env_id, tmp_path):
     """--round-seconds 0.1 at dt 0.01 runs the paper's round (10 steps, here 2 updates): the same evals.csv as

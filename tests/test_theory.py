@@ -184,6 +184,7 @@ def relative_rms_error(learned, exact):
     return np.sqrt(np.mean((learned - exact) ** 2) / np.mean(exact**2))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dt", [0.05, 0.01, 0.002])
 def test_dau_learns_the_exact_advantage_and_value_at_every_dt(dt):
     """With the policy frozen at a = -2 s, DAU's A_psi and V_theta approach the exact

@@ -104,6 +104,7 @@ def test_the_advantages_running_spread_has_a_physical_time_limit():
     assert readings[0.001] == pytest.approx(readings[0.01], rel=0.03)
 
 
+@pytest.mark.slow
 def test_value_learning_rate_sets_alpha_v_apart_from_alpha_a(tmp_path):
     """--value-learning-rate: Alg. 1's alpha_V apart from alpha_A, each times dt; alpha_V = alpha gives the run the
     default gives (one step size for both, as the paper sets them); 0 is refused before any work."""
