@@ -14,7 +14,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-from helpers import ROOT, TINY_SWEEP, executor, start_and_signal, with_ctrl_c
+from helpers import ROOT, TINY_SWEEP, executor, run_script, start_and_signal, with_ctrl_c
 
 from harness.checkpoint import CHECKPOINT
 from harness.settings import ENV_SETTINGS
@@ -674,3 +674,45 @@ def test_the_spread_of_one_command_over_every_run_on_file(tmp_path, monkeypatch)
     page.write_text("no markers\n")
     with pytest.raises(SystemExit, match="must be a file with one line"):
         spread.main(options)
+
+
+def test_the_time_left_to_an_episodes_end_on_a_hand_made_memory():
+    """sweeps/failure_boundary.py: two envs, rows in the order they were made (step by step, env 0 then env 1).
+    Env 0 fails at its 3rd step and runs on; env 1 is truncated at its 2nd step (its next row starts elsewhere) and
+    fails at its 4th. The rows after an env's last end have no known end."""
+    import failure_boundary
+
+    dt, steps = 0.5, 5
+    obs = np.zeros((steps * 2, 1))
+    next_obs = np.zeros((steps * 2, 1))
+    for step in range(steps):
+        for env in range(2):
+            obs[2 * step + env] = 10 * env + step  # each env's next row starts from the last row's next_obs
+            next_obs[2 * step + env] = 10 * env + step + 1
+    next_obs[2 * 1 + 1] = 99  # env 1's 2nd step: truncated (its next row starts from 12, not 99)
+    terminated = np.zeros(steps * 2)
+    terminated[2 * 2 + 0] = terminated[2 * 3 + 1] = 1
+    seconds, failure, known = failure_boundary.time_left(obs, terminated, next_obs, num_envs=2, dt=dt)
+    assert seconds[0::2][:3].tolist() == [1.5, 1.0, 0.5] and failure[0::2][:3].all() and known[0::2][:3].all()
+    assert not known[0::2][3:].any()  # env 0 after its failure: no end in the memory
+    assert seconds[1::2][:4].tolist() == [1.0, 0.5, 1.0, 0.5] and known[1::2][:4].all() and not known[1::2][4]
+    assert failure[1::2][:4].tolist() == [False, False, True, True]
+    groups = failure_boundary.group_of(np.array([0.05, 0.06, 0.5, 1.5, 2.5, 0.3]), np.array([1, 1, 1, 1, 1, 0], bool))
+    assert groups.tolist() == [0, 1, 2, 4, 5, 5]  # (0, 0.05], (0.05, 0.2], (0.2, 0.5], (1, 2], then the rest twice
+
+
+def test_the_failure_boundary_table_and_figure_from_a_runs_checkpoint(tmp_path):
+    import failure_boundary
+
+    run_script("dau_discrete.py", "--env-id", "CartPole-v1", "--dt", "0.01", "--num-envs", "4", "--num-eval-envs", "2",
+               "--updates-per-round", "2", "--batch-size", "16", "--total-time", "8", "--eval-every", "8",
+               "--checkpoint-every", "8", cwd=tmp_path)  # fmt: skip
+    (run_dir,) = (tmp_path / "runs").glob("*__*")
+    result = failure_boundary.summary(run_dir)
+    assert result["dt"] == 0.01 and 0 < result["rows"] <= 800
+    assert sum(group["rows"] for group in result["groups"].values()) == result["rows"]
+    assert sum(group["td_share"] for group in result["groups"].values()) == pytest.approx(1)
+    text = failure_boundary.table([result])
+    assert "| 0.01 | 1 | 0.2-0.5 s |" in text and "| rest |" in text
+    failure_boundary.draw([run_dir], tmp_path / "boundary.png")
+    assert (tmp_path / "boundary.png").stat().st_size > 10_000
