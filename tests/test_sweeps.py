@@ -592,11 +592,16 @@ def test_near_a_deadline_the_runs_that_fit_go_first_and_a_checkpoint_counts_as_p
     (stopped / "run.json").write_text(json.dumps(info | {"updates": 3, "stopped_by": "SIGTERM"}))
     assert run_local.expected_seconds(*jobs[0], measured) == pytest.approx(1000.0)
     assert run_local.next_to_run(jobs, 3000.0, measured) == 0
-    writing = workdir / "runs" / "CartPole-v1__dqn_baseline__dt0.02__4__2"  # a run writing its run.json now
-    writing.mkdir()
-    (writing / "run.json").write_text(json.dumps(info)[:40])
-    (writing / CHECKPOINT).write_bytes(b"")
-    assert run_local.next_to_run(jobs, 3000.0, measured) == 0 and run_local.finished_runs(workdir / "runs") == []
+    # The scripts write run.json atomically, so a reader never sees half of one: half a file is damage (a copy cut
+    # short, a full disk), refused in one line naming it rather than read as no run.
+    cut = workdir / "runs" / "CartPole-v1__dqn_baseline__dt0.02__4__2"
+    cut.mkdir()
+    (cut / "run.json").write_text(json.dumps(info)[:40])
+    (cut / CHECKPOINT).write_bytes(b"")
+    with pytest.raises(archive.RefusedRuns, match="dt0.02__4__2/run.json is not a whole run.json"):
+        run_local.next_to_run(jobs, 3000.0, measured)
+    with pytest.raises(archive.RefusedRuns, match="dt0.02__4__2/run.json"):
+        run_local.finished_runs(workdir / "runs")
 
 
 def test_one_algorithms_table_and_page(tmp_path):
