@@ -39,8 +39,9 @@ from plot import save_figure  # noqa: E402
 import dau_discrete  # noqa: E402
 from harness.checkpoint import CHECKPOINT  # noqa: E402
 
-# Physical seconds before a termination: the groups (0, 0.05], (0.05, 0.2], ..., (1, 2]; "rest" is all else.
-EDGES = (0.0, 0.05, 0.2, 0.5, 1.0, 2.0)
+# Physical seconds before a termination: the groups (0, 0.01], (0.01, 0.05], ..., (1, 2]; "rest" is all else. The
+# first is the last step at dt 0.01 and the last 20 at dt 0.0005: where one action moves the angle by O(dt^2) only.
+EDGES = (0.0, 0.01, 0.05, 0.2, 0.5, 1.0, 2.0)
 REST = "rest"
 
 

@@ -702,8 +702,9 @@ def test_the_time_left_to_an_episodes_end_on_a_hand_made_memory():
     assert not known[0::2][3:].any()  # env 0 after its failure: no end in the memory
     assert seconds[1::2][:4].tolist() == [1.0, 0.5, 1.0, 0.5] and known[1::2][:4].all() and not known[1::2][4]
     assert failure[1::2][:4].tolist() == [False, False, True, True]
-    groups = failure_boundary.group_of(np.array([0.05, 0.06, 0.5, 1.5, 2.5, 0.3]), np.array([1, 1, 1, 1, 1, 0], bool))
-    assert groups.tolist() == [0, 1, 2, 4, 5, 5]  # (0, 0.05], (0.05, 0.2], (0.2, 0.5], (1, 2], then the rest twice
+    seconds, failure = np.array([0.01, 0.05, 0.06, 0.5, 1.5, 2.5, 0.3]), np.array([1, 1, 1, 1, 1, 1, 0], bool)
+    groups = failure_boundary.group_of(seconds, failure)
+    assert groups.tolist() == [0, 1, 2, 3, 5, 6, 6]  # (0, 0.01], (0.01, 0.05], ..., (1, 2], then the rest twice
 
 
 def test_the_failure_boundary_table_and_figure_from_a_runs_checkpoint(tmp_path):
