@@ -836,3 +836,14 @@ def test_a_student_reads_what_each_call_passes_and_what_the_harness_provides(scr
             comments = [line.split("#", 1)[1] for line in [*above, lines[index]] if "#" in line]
             assert any(said in comment for comment in comments), (script, lines[index])
         assert uses, (script, name)
+
+
+def test_the_docs_count_the_scripts_that_import_the_harness():
+    """The harness's and the README's word for how many scripts share it is the number that import it (it said "the
+    four scripts" when seven did)."""
+    importing = [path.name for path in ROOT.glob("*.py") if "from harness." in path.read_text()]
+    number = {4: "four", 7: "seven"}.get(len(importing), str(len(importing)))
+    for path in (ROOT / "harness" / "__init__.py", ROOT / "harness" / "run.py", ROOT / "README.md"):
+        text = " ".join(path.read_text().split())
+        assert f"the {number} scripts" in text or f"all {number} scripts" in text, (path.name, len(importing))
+        assert "the four scripts do" not in text and "the same for the four scripts" not in text, path.name
