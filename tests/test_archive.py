@@ -303,3 +303,17 @@ def test_the_code_that_made_a_run_is_read_from_run_json():
     assert archive.code_of({"code": [{"commit": commit, "uncommitted_changes": False}]}) == "0123456"
     resumed = [{"commit": commit, "uncommitted_changes": True}, {"commit": "f" * 40, "uncommitted_changes": False}]
     assert archive.code_of({"code": resumed}) == "0123456+changes then fffffff"
+
+
+# The horizon's 15-seed grid (issue 56), kept as its runs land: each is a point of the command that makes it, so the
+# next call of that command finds it done (the grid is in KEPT_GRIDS once whole).
+HORIZON_GRID = ("cartpole_dau_horizon", ("total_time=1800", "eval_every=150", "value_horizon=0.05",
+                                         "seed=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"))  # fmt: skip
+
+
+def test_the_horizon_grids_kept_runs_are_points_of_its_command(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    runs = run_local.finished_runs(ROOT / RESULTS / "cartpole_horizon_grid")
+    sweep = run_local.load_sweep(ROOT / "sweeps" / f"{HORIZON_GRID[0]}.yaml", HORIZON_GRID[1])
+    points = {run_local.point_identity(sweep, point) for point in run_local.grid(sweep)}
+    assert runs and all(archive.identity(run) in points for run in runs), [run["run_name"] for run in runs]
