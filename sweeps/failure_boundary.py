@@ -11,11 +11,14 @@ after their env's last episode end are left out (their end is not in the memory)
 in a termination, grouped by the time left to it, and for the rest (more than 2 s before one, or in an episode that
 was truncated), the table gives:
 
-- |A| of the non-greedy action, |Abar(s, 0) - Abar(s, 1)| with two actions: the advantage's scale at that state (the
-  action taken is the greedy one in 99% of rows, whose A is 0 by construction);
-- |td / dt|, the TD rate (value per second) each row's update multiplies A's gradient by (Alg. 1), with the final
-  networks: td = V(s) + dt A(s, a) - (r dt + (1 - d) gamma^dt V(s'));
-- each group's share of the summed |td / dt|: the share of A's gradient a uniform batch draws from it.
+- |A| of the non-greedy action, |Abar(s, 0) - Abar(s, 1)| with two actions: the advantage's scale at that state;
+- |td / dt|, the TD rate (value per second) by which each row's update multiplies V's and A's gradients (Alg. 1),
+  with the final networks: td = V(s) + dt A(s, a) - (r dt + (1 - d) gamma^dt V(s'));
+- each group's share of the summed |td / dt| over all rows: V's gradient, which every row moves;
+- each group's share of the summed |td / dt| over the rows whose action is not the final network's greedy one: A's
+  gradient. A(s, a) = Abar(s, a) - max Abar(s, .) has no gradient where the action taken is the greedy one (the two
+  terms are one output), so A learns only from the other rows, and the share of those rows in the group;
+- and per dt, the 50th, 90th and 99th percentiles of |td / dt| over all rows.
 
 The figure: for the first run of each dt, the greedy action and log10 |A| over the pole's angle and angular velocity
 (cart at rest at 0), with the states from which the episode failed within 2 s.
@@ -37,11 +40,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the scripts d
 from plot import save_figure  # noqa: E402
 
 import dau_discrete  # noqa: E402
-from harness.checkpoint import CHECKPOINT  # noqa: E402
+from harness.checkpoint import CHECKPOINT, load_checkpoint  # noqa: E402
 
 # Physical seconds before a termination: the groups (0, 0.01], (0.01, 0.05], ..., (1, 2]; "rest" is all else. The
 # first is the last step at dt 0.01 and the last 20 at dt 0.0005: where one action moves the angle by O(dt^2) only.
 EDGES = (0.0, 0.01, 0.05, 0.2, 0.5, 1.0, 2.0)
+PERCENTILES = (50, 90, 99)  # of |td / dt| over all rows: the scale a clip in value units per second would cut at
 REST = "rest"
 
 
@@ -86,10 +90,9 @@ def group_of(seconds, failure):
 
 
 def load_run(run_dir):
-    """The final networks and the replay memory of a dau_discrete.py run, from its checkpoint (data only)."""
-    checkpoint = torch.load(Path(run_dir) / CHECKPOINT, map_location="cpu", weights_only=True)
-    if checkpoint["script"] != "dau_discrete.py":
-        raise ValueError(f"{run_dir}: a {checkpoint['script']} run; this reads dau_discrete.py's")
+    """The final networks and the replay memory of a dau_discrete.py run, from its checkpoint (data only: the
+    harness's load_checkpoint, whose ValueError names what is wrong)."""
+    checkpoint = load_checkpoint(str(run_dir), "dau_discrete.py").saved
     args, state = checkpoint["args"], checkpoint["state"]
     obs_dim = state["replay"]["fields"][0].shape[1]
     num_actions = state["advantage"]["net.6.bias"].shape[0]  # the last Linear of mlp()
@@ -106,22 +109,25 @@ def load_run(run_dir):
 
 
 def row_numbers(args, value, advantage, fields, chunk=1 << 16):
-    """|A| of the non-greedy action and |td / dt| of every row (the final networks; Alg. 1's TD error)."""
+    """Per row, with the final networks: |A| of the non-greedy action, the TD error of Alg. 1 (td, in value units),
+    and whether the action taken is not the greedy one (the rows A's gradient comes from)."""
     obs, action, reward, terminated, next_obs = fields
     dt, gamma = args["dt"], args["gamma"]
-    gaps, rates = [], []
+    gaps, tds, exploring = [], [], []
     with torch.no_grad():
         for start in range(0, len(obs), chunk):
             part = slice(start, start + chunk)
             state, following = torch.from_numpy(obs[part]), torch.from_numpy(next_obs[part])
+            taken_action = torch.from_numpy(action[part]).long()
             advantages = advantage(state)
-            taken = advantages.gather(1, torch.from_numpy(action[part]).long()).squeeze(1) - advantages.max(1).values
-            gaps.append((advantages.max(1).values - advantages.min(1).values).numpy())
-            target = torch.from_numpy(reward[part, 0]) * dt + (
-                1 - torch.from_numpy(terminated[part, 0])
-            ) * gamma**dt * (value(following))
-            rates.append(((value(state) + dt * taken - target) / dt).abs().numpy())
-    return np.concatenate(gaps), np.concatenate(rates)
+            best = advantages.max(1).values
+            taken = advantages.gather(1, taken_action).squeeze(1) - best  # Abar(s, a) - max Abar(s, .)
+            gaps.append((best - advantages.min(1).values).numpy())
+            alive = 1 - torch.from_numpy(terminated[part, 0])
+            target = torch.from_numpy(reward[part, 0]) * dt + alive * gamma**dt * value(following)
+            tds.append((value(state) + dt * taken - target).numpy())
+            exploring.append((taken_action.squeeze(1) != advantages.argmax(1)).numpy())
+    return np.concatenate(gaps), np.concatenate(tds), np.concatenate(exploring)
 
 
 def group_names():
@@ -129,25 +135,31 @@ def group_names():
 
 
 def summary(run_dir):
-    """{"dt", "seed", "rows", and per group: rows, median |A|, median |td / dt|, share of the summed |td / dt|}."""
+    """{"env_id", "dt", "seed", "rows", and per group: rows, median |A|, median |td / dt|, V's and A's shares of the
+    summed |td / dt|, the share of rows not greedy; the shares within 1 s of a failure; |td / dt|'s percentiles}."""
     args, value, advantage, fields = load_run(run_dir)
     seconds, failure, known = time_left(fields[0], fields[3][:, 0], fields[4], args["num_envs"], args["dt"])
     count = len(seconds)
-    gaps, rates = row_numbers(args, value, advantage, [field[:count] for field in fields])
+    gaps, tds, exploring = row_numbers(args, value, advantage, [field[:count] for field in fields])
     groups = group_of(seconds, failure)[known]
-    gaps, rates = gaps[known], rates[known]
-    result = {"dt": args["dt"], "seed": args["seed"], "rows": int(known.sum()), "groups": {}}
+    gaps, rates, exploring = gaps[known], np.abs(tds[known]) / args["dt"], exploring[known]
+    advantage_rates = rates * exploring  # A's gradient: the rows whose action is not the greedy one
+    result = {"env_id": args["env_id"], "dt": args["dt"], "seed": args["seed"], "rows": int(known.sum()), "groups": {}}
     for index, name in enumerate(group_names()):
         members = groups == index
         result["groups"][name] = {
             "rows": int(members.sum()),
             "abs_advantage": float(np.median(gaps[members])) if members.any() else float("nan"),
             "td_rate": float(np.median(rates[members])) if members.any() else float("nan"),
-            "td_share": float(rates[members].sum() / rates.sum()),
+            "value_share": float(rates[members].sum() / rates.sum()),
+            "advantage_share": float(advantage_rates[members].sum() / advantage_rates.sum()),
+            "exploring": float(exploring[members].mean()) if members.any() else float("nan"),
         }
     within_one_second = groups < EDGES.index(1.0)
-    result["share_within_1s"] = float(rates[within_one_second].sum() / rates.sum())
+    result["value_share_within_1s"] = float(rates[within_one_second].sum() / rates.sum())
+    result["advantage_share_within_1s"] = float(advantage_rates[within_one_second].sum() / advantage_rates.sum())
     result["rows_within_1s"] = float(within_one_second.mean())
+    result["td_rate_percentiles"] = [float(value) for value in np.percentile(rates, PERCENTILES)]
     return result
 
 
@@ -156,28 +168,30 @@ def table(summaries):
     by_dt = {}
     for result in summaries:
         by_dt.setdefault(result["dt"], []).append(result)
-    absolute_td = "\\|td / dt\\|"
-    lines = [f"| dt | seeds | time to the failure | rows | median \\|A\\| | median {absolute_td} | share of sum "
-             f"{absolute_td} |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    td = "\\|td / dt\\|"
+    lines = [f"| dt | seeds | time to the failure | rows | median \\|A\\| | median {td} | V's gradient (share of sum "
+             f"{td}) | rows not greedy | A's gradient (share of sum {td} where not greedy) |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for dt in sorted(by_dt, reverse=True):
         runs = by_dt[dt]
         seeds = ",".join(str(run["seed"]) for run in sorted(runs, key=lambda run: run["seed"]))
         for name in group_names():
-            cells = [np.median([run["groups"][name][key] for run in runs]) for key in ("abs_advantage", "td_rate")]
+            cell = {key: np.median([run["groups"][name][key] for run in runs])
+                    for key in ("abs_advantage", "td_rate", "value_share", "exploring", "advantage_share")}  # fmt: skip
             rows = np.median([run["groups"][name]["rows"] / run["rows"] for run in runs])
-            share = np.median([run["groups"][name]["td_share"] for run in runs])
-            lines.append(f"| {dt:g} | {seeds} | {name} | {rows:.2%} | {cells[0]:.3g} | {cells[1]:.3g} | {share:.1%} |")
-    lines += [
-        "",
-        "| dt | seeds | rows within 1 s of a failure | their share of sum \\|td / dt\\| |",
-        "|---|---|---|---|",
-    ]
+            lines.append(f"| {dt:g} | {seeds} | {name} | {rows:.2%} | {cell['abs_advantage']:.3g} | "
+                         f"{cell['td_rate']:.3g} | {cell['value_share']:.1%} | {cell['exploring']:.2%} | "
+                         f"{cell['advantage_share']:.1%} |")  # fmt: skip
+    percentiles = " / ".join(f"{percentile}th" for percentile in PERCENTILES)
+    lines += ["", f"| dt | seeds | rows within 1 s of a failure | their share of V's gradient | of A's | {td}, "
+              f"{percentiles} percentile of all rows |", "|---|---|---|---|---|---|"]  # fmt: skip
     for dt in sorted(by_dt, reverse=True):
         runs = by_dt[dt]
         seeds = ",".join(str(run["seed"]) for run in sorted(runs, key=lambda run: run["seed"]))
-        rows = np.median([run["rows_within_1s"] for run in runs])
-        share = np.median([run["share_within_1s"] for run in runs])
-        lines.append(f"| {dt:g} | {seeds} | {rows:.2%} | {share:.1%} |")
+        shares = [np.median([run[key] for run in runs])
+                  for key in ("rows_within_1s", "value_share_within_1s", "advantage_share_within_1s")]  # fmt: skip
+        levels = " / ".join(f"{value:.3g}" for value in np.median([run["td_rate_percentiles"] for run in runs], axis=0))
+        lines.append(f"| {dt:g} | {seeds} | {shares[0]:.2%} | {shares[1]:.1%} | {shares[2]:.1%} | {levels} |")
     return "\n".join(lines)
 
 
@@ -225,6 +239,9 @@ def main(options):
         summaries = [summary(run) for run in options.runs]
     except ValueError as error:
         sys.exit(f"error: {error}")
+    other = sorted({result["env_id"] for result in summaries} - {"CartPole-v1"})
+    if options.figure and other:  # the figure's axes are CartPole's pole angle and angular velocity
+        sys.exit(f"error: --figure draws CartPole-v1's state space; these runs are of {', '.join(other)}")
     text = table(summaries)
     if options.out:
         options.out.write_text(text + "\n")

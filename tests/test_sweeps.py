@@ -14,8 +14,10 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from helpers import ROOT, TINY_SWEEP, executor, run_script, start_and_signal, with_ctrl_c
 
+import dau_discrete
 from harness.checkpoint import CHECKPOINT
 from harness.settings import ENV_SETTINGS
 
@@ -714,11 +716,26 @@ def test_the_failure_boundary_table_and_figure_from_a_runs_checkpoint(tmp_path):
                "--updates-per-round", "2", "--batch-size", "16", "--total-time", "8", "--eval-every", "8",
                "--checkpoint-every", "8", cwd=tmp_path)  # fmt: skip
     (run_dir,) = (tmp_path / "runs").glob("*__*")
+    # Its TD errors are Alg. 1's, as the script's update computes them; A's gradient comes from the rows whose
+    # action is not the greedy one only.
+    args, value, advantage, fields = failure_boundary.load_run(run_dir)
+    _, tds, exploring = failure_boundary.row_numbers(args, value, advantage, fields)
+    batch = [torch.from_numpy(field) for field in fields]
+    batch = [batch[0], batch[1].long(), batch[2][:, 0], batch[3][:, 0], batch[4]]
+    optimizer = torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=0.0)
+    stats = dau_discrete.update(batch, value, advantage, optimizer, args["dt"], args["gamma"])
+    assert stats[0].item() == pytest.approx(float(np.mean(tds.astype(np.float64) ** 2)), rel=1e-4)
+    greedy = [field[~exploring] for field in batch]
+    dau_discrete.update(greedy, value, advantage, optimizer, args["dt"], args["gamma"])
+    assert all(parameter.grad.abs().max() == 0 for parameter in advantage.net.parameters())
+    assert 0 < exploring.mean() < 0.5
     result = failure_boundary.summary(run_dir)
     assert result["dt"] == 0.01 and 0 < result["rows"] <= 800
     assert sum(group["rows"] for group in result["groups"].values()) == result["rows"]
-    assert sum(group["td_share"] for group in result["groups"].values()) == pytest.approx(1)
+    for share in ("value_share", "advantage_share"):
+        assert sum(group[share] for group in result["groups"].values()) == pytest.approx(1)
     text = failure_boundary.table([result])
     assert "| 0.01 | 1 | 0.2-0.5 s |" in text and "| rest |" in text
+    assert result["td_rate_percentiles"] == sorted(result["td_rate_percentiles"])  # 50th <= 90th <= 99th
     failure_boundary.draw([run_dir], tmp_path / "boundary.png")
     assert (tmp_path / "boundary.png").stat().st_size > 10_000
