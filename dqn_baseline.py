@@ -315,7 +315,7 @@ if __name__ == "__main__":
 
     train_round = graphed(train_round, device)  # on a GPU, the round launched at once as one CUDA graph
     obs, _ = envs.reset(seed=args.seed)
-    # What --resume restores; "optimizer" is also the key under which harness/loop.py saves it in model.pt.
+    # What --resume restores; harness/loop.py looks the optimizer up under "optimizer" to save it in model.pt.
     state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise}
     # Returns the observations to go on from: on a --resume, the checkpoint's in place of the reset's.
     obs = run.start(envs, obs, state=state, networks=networks, evaluate=evaluate_policy, act=act,
@@ -338,6 +338,6 @@ if __name__ == "__main__":
                 obs = next_obs
             stats = train_round(buffer.sample(args.updates_per_round, args.batch_size))
             round_stats = [changed_action / args.steps_per_round,
-                           torch.tensor(failures / run.round_time, device=device),  # round_time: a round's seconds
+                           torch.tensor(failures / run.round_time, device=device),  # round_time: one round, envs summed
                            gradient_rms(optimizer, qf)]  # fmt: skip
             run.end_round(stats=stats, round_stats=round_stats, obs=obs)  # diagnostics.csv, W&B; obs: checkpoints

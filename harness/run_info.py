@@ -80,13 +80,14 @@ def machine_info(device):
 
 
 def code_version(folder):
-    """The code in `folder` (the script's): the git commit checked out there, and whether the Python files of its
-    tree differ from it (modified, staged or untracked: the scripts, dt_wrappers.py and harness/ are what a run
-    runs; a change under docs/ is not). {"commit": None, "uncommitted_changes": None} outside a git checkout, or
-    without git."""
+    """The code in `folder` (the script's): the git commit checked out there, and whether any Python file of its
+    tree differs from it (modified, staged or untracked; the scripts, dt_wrappers.py and harness/ are what a run
+    runs, and a change to tests/ or sweeps/ counts too, to be safe; a change under docs/ does not).
+    {"commit": None, "uncommitted_changes": None} outside a git checkout, in one without a commit, or without git."""
 
-    def git(*command):
-        return subprocess.run(["git", "-C", folder, *command], capture_output=True, text=True, timeout=60)
+    def git(*command):  # --no-optional-locks: a run starting during a `git commit` takes no lock of the index
+        return subprocess.run(["git", "--no-optional-locks", "-C", folder, *command], capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
 
     try:
         commit = git("rev-parse", "--verify", "HEAD")
@@ -98,16 +99,19 @@ def code_version(folder):
     return {"commit": commit.stdout.strip(), "uncommitted_changes": bool(changes.stdout.strip())}
 
 
+UNRECORDED = {"commit": "unrecorded", "uncommitted_changes": None}  # the code before run.json recorded it
+
+
 def code_history(run_dir, folder):
     """run.json's "code": the code versions (code_version) that ran the run, in order. A resumed run keeps those of
     its run.json and adds its own where it differs from the last (a run resumed by another commit has both)."""
     history, path = [], os.path.join(run_dir, "run.json")
     if os.path.isfile(path):  # a resumed run (a new run's folder has none yet)
-        with open(path) as file:
-            try:
-                history = json.load(file).get("code", [])
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path} is not a whole run.json ({error})") from None
+        try:
+            with open(path) as file:
+                history = json.load(file).get("code", [UNRECORDED])  # made by a script from before the record
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
+            raise ValueError(f"{path} is not a whole run.json ({error}): restore it, or start the run again") from None
     current = code_version(folder)
     return history if history and history[-1] == current else [*history, current]
 

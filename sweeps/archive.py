@@ -54,19 +54,29 @@ def read_run(path):
     without a word."""
     try:
         with open(path) as file:
-            return json.load(file)
+            run = json.load(file)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise RefusedRuns(f"{path} is not a whole run.json ({error}): restore it, or remove its run's folder") from None
+    if not isinstance(run, dict):
+        raise RefusedRuns(f"{path} is not a run.json (a JSON {type(run).__name__}): restore it, or remove its folder")
+    return run
 
 
 def code_of(run):
     """The code that made a run, from run.json's "code" (harness.run_info.code_history): its commits, short, in the
     order they ran it, "+changes" after one whose Python files had uncommitted changes; "no git" for a run made
-    outside a git checkout, "unrecorded" for a run.json from before the record (2026-11-27)."""
-    if "code" not in run:
-        return "unrecorded"
-    names = [version["commit"][:7] + ("+changes" if version["uncommitted_changes"] else "") if version["commit"]
-             else "no git" for version in run["code"]]  # fmt: skip
+    outside a git checkout (or in one without a commit), "unrecorded" for a run.json from before the record
+    (2026-11-27), and for the part of a run made before it, resumed since."""
+    from harness.run_info import UNRECORDED
+
+    names = []
+    for version in run.get("code", [UNRECORDED]):
+        if version == UNRECORDED:  # a run from before the record (resumed since, it has later versions too)
+            names.append("unrecorded")
+        elif version["commit"] is None:
+            names.append("no git")
+        else:
+            names.append(version["commit"][:7] + ("+changes" if version["uncommitted_changes"] else ""))
     return " then ".join(names)
 
 

@@ -430,12 +430,14 @@ def main(options):
         try:
             for future in [pool.submit(work, progress, task) for _ in range(options.workers)]:
                 future.result()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Exception) as error:  # Ctrl-C, or a worker's error (a run.json refused)
             stopping.set()  # the workers start no other run
             with lock:
                 for process in running:  # the scripts stop at the end of a round with a checkpoint
                     process.send_signal(signal.SIGTERM)
             pool.shutdown(wait=True)
+            if not isinstance(error, KeyboardInterrupt):
+                raise
             sys.exit("interrupted: finished runs are kept; run the same command again to resume")
         pool.shutdown()
     for job in pending:  # the deadline came before they started

@@ -22,8 +22,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 
 def pytest_collection_modifyitems(items):
-    """The minutes-long learning tests first, so that the short ones fill the other worker meanwhile
-    instead of a long test starting last and running alone."""
+    """The full tier's tests (`slow`: the minutes-long learning tests among them) first, so that the short ones fill
+    the other worker meanwhile instead of a long test starting last and running alone."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

@@ -126,7 +126,6 @@ def write_run(folder, name, script="dau_discrete.py", seed=1, **given):
     (folder / name / "evals.csv").write_text("physical_time,scaled_return\n0,20\n150,100\n300,200\n")
 
 
-@pytest.mark.slow
 def test_two_finished_runs_of_one_point_are_refused_naming_both(tmp_path):
     write_run(tmp_path, "first")
     write_run(tmp_path, "greedy", value_update="greedy")  # another label: no clash
@@ -236,7 +235,6 @@ def test_two_sweep_files_of_one_script_write_two_logs(workdir):
     assert len(list(workdir.glob("runs/sweep_logs/*.log"))) == 2
 
 
-@pytest.mark.slow
 def test_a_run_json_that_is_not_whole_is_refused_in_one_line_naming_it(tmp_path, workdir):
     """A half-written or corrupt run.json, read as nothing, took its run out of the plots and the "done" lists
     without a word; every tool now refuses it, naming the file."""
@@ -245,6 +243,10 @@ def test_a_run_json_that_is_not_whole_is_refused_in_one_line_naming_it(tmp_path,
     (tmp_path / "cut" / "run.json").write_text('{"script": "dau_discrete.py", "dt": 0.0')
     with pytest.raises(archive.RefusedRuns, match=r"cut/run.json is not a whole run.json"):
         archive.finished_runs(tmp_path)
+    (tmp_path / "cut" / "run.json").write_text("[]")  # JSON, but not a run's
+    with pytest.raises(archive.RefusedRuns, match=r"cut/run.json is not a run.json \(a JSON list\)"):
+        archive.finished_runs(tmp_path)
+    (tmp_path / "cut" / "run.json").write_text('{"script": "dau_discrete.py", "dt": 0.0')
     for command in (["plot.py", "--runs", str(tmp_path), "--out", str(tmp_path / "f.png")],
                     ["invariance.py", "--runs", str(tmp_path)],
                     ["collect.py", "--runs", str(tmp_path), "--out", str(tmp_path / "kept")]):  # fmt: skip
@@ -303,6 +305,8 @@ def test_the_code_that_made_a_run_is_read_from_run_json():
     assert archive.code_of({"code": [{"commit": commit, "uncommitted_changes": False}]}) == "0123456"
     resumed = [{"commit": commit, "uncommitted_changes": True}, {"commit": "f" * 40, "uncommitted_changes": False}]
     assert archive.code_of({"code": resumed}) == "0123456+changes then fffffff"
+    resumed_since = [{"commit": "unrecorded", "uncommitted_changes": None}, resumed[1]]  # a run older than the record
+    assert archive.code_of({"code": resumed_since}) == "unrecorded then fffffff"
 
 
 # The horizon's 15-seed grid (issue 56), kept as its runs land: each is a point of the command that makes it, so the

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from harness.clock import whole_rounds
 from harness.env_state import env_state, set_env_state
 from harness.files import claim_run_dir, new_run_dir, save_json
 from harness.logs import PREEMPTED_EXIT_CODE, Logs
-from harness.run_info import code_history, code_version
+from harness.run_info import UNRECORDED, code_history, code_version
 from harness.settings import env_settings
 from harness.videos import EvaluationVideos, PhysicalTimeVideo
 
@@ -721,6 +722,10 @@ def git(folder, *command):
     return subprocess.run(["git", "-C", str(folder), *command], capture_output=True, text=True, check=True).stdout
 
 
+NO_GIT = pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs git and a clone")
+
+
+@NO_GIT
 def test_run_json_names_the_code_it_ran_from(tmp_path):
     """run.json's "code": the commit of the script's checkout and whether its Python files had uncommitted changes
     (a change to the docs does not count); outside a checkout, a record that there is none. A resumed run keeps
@@ -730,7 +735,7 @@ def test_run_json_names_the_code_it_ran_from(tmp_path):
     (tmp_path / "script.py").write_text("print('v1')\n")
     (tmp_path / "notes.md").write_text("notes\n")
     git(tmp_path, "add", ".")
-    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "v1")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "v1")
     commit = git(tmp_path, "rev-parse", "HEAD").strip()
     assert code_version(tmp_path) == {"commit": commit, "uncommitted_changes": False}
     (tmp_path / "notes.md").write_text("more notes\n")  # the docs change nothing a run computes
@@ -748,8 +753,11 @@ def test_run_json_names_the_code_it_ran_from(tmp_path):
     assert code_history(run_dir, tmp_path) == [earlier, code_version(tmp_path)]  # resumed by other code
     (run_dir / "run.json").write_text(json.dumps({"code": [code_version(tmp_path)]}))
     assert code_history(run_dir, tmp_path) == [code_version(tmp_path)]  # resumed by the same code
+    (run_dir / "run.json").write_text(json.dumps({"script": "dau_discrete.py"}))  # from before the record
+    assert code_history(run_dir, tmp_path) == [UNRECORDED, code_version(tmp_path)]
 
 
+@NO_GIT
 def test_a_run_records_the_code_of_its_scripts_checkout_and_no_identity(tmp_path):
     """The script's own checkout (the repository), not the folder it runs in; the identity is computed by the
     tools from the arguments, never stored (a stored one went stale when its formula changed)."""
