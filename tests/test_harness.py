@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT / "sweeps"))
 import run_local  # noqa: E402
 
 
+@pytest.mark.slow
 def test_evaluation_videos_record_evaluations_0_1_4_16_and_the_last(tmp_path):
     pytest.importorskip("moviepy")  # Gymnasium's video writer; not carried to the GPU machine
     videos = EvaluationVideos("Pendulum-v1", 0.01, 0.5, tmp_path, seed=0)
@@ -50,6 +51,7 @@ def test_evaluation_videos_record_evaluations_0_1_4_16_and_the_last(tmp_path):
         0, 10, 40, 160, 170]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_mujoco_videos_follow_the_body(tmp_path):
     """A trained cheetah runs 50+ m in a video: frames come from the model's `track` camera, so with the body
     moved 20 m down the track it is still in the picture (its reddish pixels: none on the black and green
@@ -236,6 +238,7 @@ def test_evaluations_and_checkpoints_fall_on_exact_multiples_of_their_intervals(
     assert checkpoints == ["0.0s.pt", "0.8s.pt", "1.6s.pt", "2.4s.pt", "3.2s.pt", "4.0s.pt"]
 
 
+@pytest.mark.slow
 def test_wandb_gets_the_evaluations_and_diagnostics_against_physical_time_and_the_config(tmp_path):
     """What an offline W&B run recorded, read back: physical time is the x axis of every metric; each evaluation
     and each diagnostics row of the CSV files is one history row, with the same physical time and values; the
