@@ -6,7 +6,9 @@
 # Videos are left out: moviepy needs imageio-ffmpeg, 68 MB alone (the video tests skip without them); so is
 # PyOpenGL (3 MB), which MuJoCo imports only to render (MUJOCO_GL=disable there: the suite passed without it).
 #
-#   here:  bash tests/gpu_wheels.sh [python]     (python: the environment to read versions from; .venv's by default)
+#   here:  bash tests/gpu_wheels.sh [python] [runs]     (python: the environment to read versions from; .venv's by
+#          default; runs: only what a run without --track imports, 25 MB, for a call that runs no tests: the
+#          repository is 20 MiB now (its kept runs), and with W&B's wheels the call would pass 64 MiB)
 #   there: python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
 #          && export PYTHONPATH=/tmp/site MUJOCO_GL=disable     (no EGL library there: importing MuJoCo fails)
 #          && DAU_TEST_DEVICE=cuda python3 -m pytest -n 14     (docs/common.md, "On a GPU")
@@ -18,12 +20,13 @@ python=${1:-.venv/bin/python}
 # importing them there: Gymnasium's MuJoCo envs import glfw, its Box2D envs pygame. mujoco-studio (12 MB, the
 # viewer) is left out: `import mujoco` goes without it.
 packages="gymnasium farama-notifications mujoco mujoco-core glfw Box2D pygame-ce tyro docstring-parser
-  typeguard
-  wandb pydantic pydantic-core annotated-types typing-inspection platformdirs cwevals distro sniffio
+  typeguard"
+wandb_packages="wandb pydantic pydantic-core annotated-types typing-inspection platformdirs cwevals distro sniffio
   googleapis-common-protos
   opentelemetry-api opentelemetry-sdk opentelemetry-proto opentelemetry-semantic-conventions
   opentelemetry-exporter-otlp-proto-http opentelemetry-exporter-otlp-proto-common
   opentelemetry-exporter-otlp-common opentelemetry-exporter-http-transport"
+[ "${2:-}" = runs ] || packages="$packages $wandb_packages"
 pinned=$("$python" - $packages <<'EOF'
 import importlib.metadata
 import sys
