@@ -1,14 +1,14 @@
-"""Deep Advantage Updating (DAU) for discrete actions: A without terminal rows, V's target over a physical horizon.
+"""Deep Advantage Updating (DAU) for discrete actions, with options for what A and V learn where an episode ends.
 
-dau_discrete.py, the paper's Alg. "Deep Advantage Updating (Discrete actions)", plus two options the paper does not
-use, each off by default (issue 49, option 3; docs/reproduce.md, "Beyond the paper"). In CartPole an action moves
-the pole by O(dt^2) within one step, so a terminal transition's TD error is V's O(1) jump and says almost nothing
-about A: --advantage-without-terminal-rows leaves those rows out of A's update (V's keeps them). --value-horizon H
-gives V the target over n = round(H / dt) steps of its env, the same physical horizon at every dt, cut at an
-episode's end or where the exploration noise changed the greedy action (as Watkins' Q(lambda)), so that its fixed
-point is still the greedy policy's value. With its defaults it computes what dau_discrete.py does, to the bit.
+dau_discrete.py (the paper's Alg. "Deep Advantage Updating (Discrete actions)") plus three options beyond the paper,
+off by default, free to combine (issues 49, 56; docs/reproduce.md, "Beyond the paper"). A terminal transition's TD
+error is V's O(1) jump (an action moves CartPole's pole by O(dt^2) in a step): --advantage-without-terminal-rows
+leaves those rows out of A's update. --value-horizon H: V's target over round(H / dt) steps of its env, cut at an
+episode's end or a noise-changed action (as Watkins' Q(lambda)), so its fixed point is the greedy policy's value.
+--advantage-rate-clip c: A's TD rate td / dt clipped to [-c, c] value/s at every dt (as DQN clips its TD error,
+Mnih et al. 2015): near a failure A's target grows as dt shrinks. With its defaults it computes dau_discrete.py's bits.
 
-    python dau_discrete_horizon.py --dt 0.0005 --value-horizon 0.05 --advantage-without-terminal-rows
+    python dau_discrete_horizon.py --dt 0.0005 --value-horizon 0.05 --advantage-rate-clip 2000
 
 Writes runs/<run_name>/evals.csv (scaled return vs physical time); --track logs to W&B.
 """
@@ -68,11 +68,12 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     learning_rate: float = 0.1
     """alpha_V = alpha_A: the learning rates are alpha * dt"""
     advantage_without_terminal_rows: bool = False
-    """A's update leaves the terminal transitions out, V's keeps them (beyond the paper: there the TD error is V's
-    O(1) jump, not A's signal); False: both learn from every row (Alg. 1)"""
+    """A's update leaves out the terminal rows, V's keeps them (beyond the paper: td is V's O(1) jump); False: Alg. 1"""
     value_horizon: float | None = None
     """H: V's target over the next round(H / dt) steps of its env (at least one), the same physical horizon at every
     dt, cut at an episode's end or a non-greedy action (beyond the paper); None: one step (Alg. 1)"""
+    advantage_rate_clip: float | None = None
+    """c: A's step takes clip(td / dt, -c, c), c in value/s at every dt; V's td / dt (beyond the paper); None: Alg. 1"""
     exploration: Literal["ou", "epsilon"] = "ou"
     """ou: argmax of the advantages plus an OU process (Sec. 4.2); epsilon: epsilon-greedy (collapses as dt -> 0)"""
     epsilon: float = 0.1
@@ -91,8 +92,8 @@ def check_args(args):
     """Refuse values of this script's own flags that cannot give a meaningful run (the harness checks the rest)."""
     if not 0 <= args.epsilon <= 1:
         raise ValueError(f"--epsilon must be in [0, 1], got {args.epsilon}")
-    if args.value_horizon is not None:
-        require_positive(args, "value_horizon")
+    options_on = [name for name in ("value_horizon", "advantage_rate_clip") if getattr(args, name) is not None]
+    require_positive(args, *options_on)
     return 1 if args.value_horizon else 0  # floats a replay row holds beyond (s, a, r, d, s'): `follows`
 
 
@@ -175,9 +176,8 @@ class OUNoise:
 
 
 class ReplayBuffer:
-    """Ring buffer of (s, a, r, terminated, s') on the training device; with --value-horizon (`env_rows`, the rows
-    each add writes, one per env, so that an env's next row is env_rows further on) also whether a row continues
-    the return of its env's previous row (follows)."""
+    """Ring buffer of (s, a, r, terminated, s') on the training device; with --value-horizon (`env_rows`: an env's next
+    row is env_rows further on) also whether a row continues the return of its env's previous row (follows)."""
 
     def __init__(self, capacity, obs_dim, device, env_rows=None):
         self.capacity, self.size, self.position = capacity, 0, 0
@@ -190,8 +190,7 @@ class ReplayBuffer:
 
     def follows(self, obs, greedy):
         """--value-horizon: whether each env's row about to be added continues its previous row's return: the same
-        episode (that row's s' is this s: no termination or truncation between them) and an action that was greedy
-        when taken (the exploration noise did not change it)."""
+        episode (that row's s' is this s: no termination or truncation between) and a greedy action (no noise's)."""
         if self.size < len(obs):  # the first rows follow none
             return torch.zeros_like(greedy)
         previous = torch.arange(self.position - len(obs), self.position, device=obs.device) % self.capacity
@@ -213,9 +212,8 @@ class ReplayBuffer:
         return batch if self.env_rows is None else (*batch, *self.horizon_rows(index, steps))
 
     def horizon_rows(self, index, steps):
-        """Each row's env's next steps - 1 rows, env_rows apart, reached while they were written after it and each
-        follows the one before (cut at an episode's end or a non-greedy action): their rewards (0 where not reached),
-        how many are reached, and the last reached row's terminated and s' (the row's own where none is)."""
+        """Each row's env's next steps - 1 rows, reached while written after it and each following the one before: their
+        rewards (0 where not reached), how many are reached, the last reached row's d and s' (or the row's own)."""
         ahead = self.env_rows * torch.arange(1, steps, device=index.device)
         rows = (index[..., None] + ahead) % self.capacity
         written = ((self.position - 1 - index) % self.capacity)[..., None] >= ahead  # not past the newest row
@@ -258,7 +256,7 @@ def horizon_target(reward, rewards_ahead, steps_ahead, terminated, next_obs, val
     return returns * dt + (1 - terminated) * gamma**dt * gamma ** (dt * steps_ahead) * value(next_obs)
 
 
-def update(batch, value, advantage, optimizer, dt, gamma, without_terminal_rows=False):
+def update(batch, value, advantage, optimizer, dt, gamma, without_terminal_rows=False, advantage_rate_clip=None):
     """One gradient step of Alg. 1 (discrete DAU). Returns TRAINING_STATS, no host sync."""
     obs, action, reward, terminated, next_obs, *ahead = batch  # ahead: --value-horizon's (horizon_rows)
     advantages = advantage(obs)
@@ -271,11 +269,13 @@ def update(batch, value, advantage, optimizer, dt, gamma, without_terminal_rows=
     td = q - target
     # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi: the
     # paper's updates (the official code drops the 1/dt; RMSprop nearly cancels it, we follow the paper).
-    # Beyond the paper (issue 49): V's TD error over the horizon, and A's without the terminal rows, (1 - d) td. With
-    # the defaults both are td and the gradients Alg. 1's, bit for bit (a test); the stats stay Alg. 1's td.
+    # Beyond the paper (issues 49, 56): V's TD error over the horizon; A's without the terminal rows, (1 - d) td, and
+    # its rate clipped. With the defaults: td / dt for both, Alg. 1's gradients bit for bit (a test); stats: Alg. 1's.
     value_td = q - value_target
-    advantage_td = (1 - terminated) * td if without_terminal_rows else td
-    critic_objective = (value_td.detach() / dt * state_value + advantage_td.detach() / dt * advantage_taken).mean()
+    advantage_rate = ((1 - terminated) * td if without_terminal_rows else td).detach() / dt
+    if advantage_rate_clip is not None:  # V's rate is not clipped: its jump at a failure is what V must learn
+        advantage_rate = advantage_rate.clamp(-advantage_rate_clip, advantage_rate_clip)
+    critic_objective = (value_td.detach() / dt * state_value + advantage_rate * advantage_taken).mean()
     optimizer.zero_grad()
     critic_objective.backward()
     optimizer.step()  # theta and psi both updated from the same batch and parameters
@@ -357,13 +357,13 @@ if __name__ == "__main__":
     envs = make_vector_env(args, dt, args.num_envs, args.seed, args.env_workers)  # --env-workers: in K processes
     # run.replay_rows: --buffer-time in transitions at this dt, at most what the run collects
     buffer = ReplayBuffer(run.replay_rows, obs_dim, device, args.num_envs if args.value_horizon else None)
-    # --value-horizon H: n = round(H / dt) steps, the same physical horizon at every dt (at least one)
-    horizon_steps = max(1, round(args.value_horizon / dt)) if args.value_horizon else 1
+    horizon_steps = max(1, round(args.value_horizon / dt)) if args.value_horizon else 1  # --value-horizon's n, >= 1
     noise = OUNoise((args.num_envs, num_actions), args.ou_kappa, args.ou_sigma, dt, device)
 
     def train_round(batches):  # Alg. lines "for k = 1, nb_learn": one gradient step on each batch
         return torch.stack([update(batch=[field[k] for field in batches], value=value, advantage=advantage,
                                optimizer=optimizer, dt=dt, gamma=args.gamma,
+                               advantage_rate_clip=args.advantage_rate_clip,
                                without_terminal_rows=args.advantage_without_terminal_rows)
                             for k in range(args.updates_per_round)])  # fmt: skip
 

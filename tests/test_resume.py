@@ -27,7 +27,7 @@ from harness.files import save_checkpoint
 # kappa 7.5, a spread lost at the resume would not change an action in this short run).
 OU_SCALED = ["--exploration", "ou-scaled", "--ou-kappa", "0.5"]
 # dau_discrete_horizon.py's options: which rows continue their env's previous one is read from the restored memory.
-HORIZON = ["--value-horizon", "0.05", "--advantage-without-terminal-rows"]
+HORIZON = ["--value-horizon", "0.05", "--advantage-without-terminal-rows", "--advantage-rate-clip", "50"]
 SLOW = pytest.mark.slow  # the quick tier (-m "not slow") resumes one script, dau_discrete.py
 CASES = [
     pytest.param("dau_continuous.py", "Pendulum-v1", [], marks=SLOW),

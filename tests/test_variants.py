@@ -1,7 +1,7 @@
 """The variant scripts, dau_discrete.py plus options the paper does not use: dau_discrete_beyond_paper.py,
-dau_discrete_td_noise.py and dau_discrete_horizon.py. With their defaults each is the paper's script, number for
-number; each option does what its help says (--value-update: test_discrete.py's paper's-deltas test;
---exploration ou-scaled's resume: test_resume.py)."""
+dau_discrete_td_noise.py and dau_discrete_horizon.py (whose options combine). With their defaults each is the paper's
+script, number for number; each option does what its help says (--value-update: test_discrete.py's paper's-deltas
+test; --exploration ou-scaled's resume: test_resume.py)."""
 
 import copy
 
@@ -318,28 +318,56 @@ def test_the_value_horizons_target_is_the_n_step_return_cut_where_the_greedy_pol
         assert target == pytest.approx(want, rel=1e-6), row
 
 
-def test_advantage_without_terminal_rows_leaves_them_out_of_as_gradient_alone(float64):
-    """--advantage-without-terminal-rows: Delta-psi = mean over all rows of (1 - d) td / dt dA(s, a)/dpsi (the
-    terminal rows out, the mean still over the whole batch); Delta-theta = mean(td / dt dV/dtheta), Alg. 1's."""
+@pytest.mark.parametrize(
+    "without_terminal_rows,clipped", [(True, False), (False, True), (True, True)],
+    ids=["without-terminal-rows", "rate-clip", "both"],
+)  # fmt: skip
+def test_as_step_without_terminal_rows_or_with_its_rate_clipped_is_the_per_sample_formula(
+    float64, without_terminal_rows, clipped
+):
+    """Delta-psi = mean over all rows of clip(m td / dt, -c, c) dA(s, a)/dpsi, with m = 1 - d under
+    --advantage-without-terminal-rows (the terminal rows out, the mean still over the whole batch), else 1, and c
+    --advantage-rate-clip's (here the median of |m td / dt|: some rows clipped, some not); Delta-theta = mean(td / dt
+    dV/dtheta), Alg. 1's, unclipped. A clip above every rate is no clip, bit for bit."""
     dt, gamma = 0.01, 0.8
     torch.manual_seed(0)
     normalizer = horizon.Normalizer(4)
     value, advantage = horizon.Value(4, 16, normalizer), horizon.Advantage(4, 3, 16, normalizer)
-    batch = fixed_batch(obs_dim=4, num_actions=3)  # every third transition terminated
+    batch = fixed_batch(obs_dim=4, num_actions=3, n=12)  # every third transition terminated
     v0, a0 = copy.deepcopy(value), copy.deepcopy(advantage)
+    rows = [discrete_td(v0, a0, transition, dt, gamma) for transition in zip(*batch, strict=True)]
+    kept = [(1 - terminated.item()) if without_terminal_rows else 1.0 for terminated in batch[3]]
+    rates = torch.tensor([keep * td / dt for keep, (td, _) in zip(kept, rows, strict=True)])
+    clip = rates.abs().median().item() if clipped else None
     expected_theta, expected_psi = 0, 0
-    for obs, action, reward, terminated, next_obs in zip(*batch, strict=True):
-        td, advantage_taken = discrete_td(v0, a0, (obs, action, reward, terminated, next_obs), dt, gamma)
+    for obs, (td, advantage_taken), rate in zip(batch[0], rows, rates.tolist(), strict=True):
         expected_theta += td / dt * per_sample_gradient(v0(obs[None]).sum(), list(v0.parameters()))
-        expected_psi += (1 - terminated.item()) * td / dt * per_sample_gradient(advantage_taken, list(a0.parameters()))
+        rate = max(-clip, min(clip, rate)) if clipped else rate
+        expected_psi += rate * per_sample_gradient(advantage_taken, list(a0.parameters()))
     n = len(batch[0])
-    assert 0 < batch[3].sum() < n
+    assert 0 < batch[3].sum() < n and (not clipped or 0 < (rates.abs() > clip).sum() < n)
     optimizer = torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0)
-    horizon.update(batch, value, advantage, optimizer, dt, gamma, True)
+    horizon.update(batch, value, advantage, optimizer, dt, gamma, without_terminal_rows, advantage_rate_clip=clip)
     torch.testing.assert_close(flat(v0) - flat(value), expected_theta / n, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(flat(a0) - flat(advantage), expected_psi / n, rtol=1e-9, atol=1e-12)
-    value, advantage = copy.deepcopy(v0), copy.deepcopy(a0)  # Alg. 1's step: the same for V, another for A
-    paper.update(batch, value, advantage, torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0),
-                 dt, gamma)  # fmt: skip
-    torch.testing.assert_close(flat(v0) - flat(value), expected_theta / n, rtol=1e-9, atol=1e-12)
-    assert not torch.allclose(flat(a0) - flat(advantage), expected_psi / n)
+    steps = {}  # Alg. 1's step (the same for V, another for A), and the options' with a clip that binds nowhere
+    for name, step in (("paper", lambda *models: paper.update(batch, *models, dt=dt, gamma=gamma)),
+                       ("unclipped", lambda *models: horizon.update(batch, *models, dt=dt, gamma=gamma,
+                                                                    without_terminal_rows=without_terminal_rows)),
+                       ("never-binding", lambda *models: horizon.update(batch, *models, dt=dt, gamma=gamma,
+                                                                        without_terminal_rows=without_terminal_rows,
+                                                                        advantage_rate_clip=1e30))):  # fmt: skip
+        value, advantage = copy.deepcopy(v0), copy.deepcopy(a0)
+        step(value, advantage, torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0))
+        steps[name] = flat(value), flat(advantage)
+    torch.testing.assert_close(flat(v0) - steps["paper"][0], expected_theta / n, rtol=1e-9, atol=1e-12)
+    assert not torch.allclose(flat(a0) - steps["paper"][1], expected_psi / n)
+    assert all(torch.equal(mine, its) for mine, its in zip(steps["never-binding"], steps["unclipped"], strict=True))
+
+
+def test_a_rate_clip_that_is_not_positive_is_refused():
+    """--advantage-rate-clip 0 or -5 is refused before any work, naming the flag; a positive one passes."""
+    for bad in (0.0, -5.0, float("inf")):
+        with pytest.raises(ValueError, match="--advantage-rate-clip must be positive"):
+            horizon.check_args(horizon.Args(advantage_rate_clip=bad))
+    horizon.check_args(horizon.Args(advantage_rate_clip=2000.0))
