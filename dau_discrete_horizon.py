@@ -6,7 +6,7 @@ error is V's O(1) jump (an action moves CartPole's pole by O(dt^2) in a step): -
 leaves those rows out of A's update. --value-horizon H: V's target over round(H / dt) steps of its env, cut at an
 episode's end or a noise-changed action (as Watkins' Q(lambda)), so its fixed point is the greedy policy's value.
 --advantage-rate-clip c: A's TD rate td / dt clipped to [-c, c] value/s at every dt (as DQN clips its TD error,
-Mnih et al. 2015): near a failure A's target grows as dt shrinks. With its defaults it computes dau_discrete.py's bits.
+Mnih et al. 2015): near a failure A's target grows as dt shrinks. With its defaults: dau_discrete.py, bit for bit.
 
     python dau_discrete_horizon.py --dt 0.0005 --value-horizon 0.05 --advantage-rate-clip 2000
 
@@ -68,12 +68,12 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     learning_rate: float = 0.1
     """alpha_V = alpha_A: the learning rates are alpha * dt"""
     advantage_without_terminal_rows: bool = False
-    """A's update leaves out the terminal rows, V's keeps them (beyond the paper: td is V's O(1) jump); False: Alg. 1"""
+    """A's step leaves out terminal rows, V's keeps them (beyond the paper: their td is V's jump); False: Alg. 1"""
     value_horizon: float | None = None
     """H: V's target over the next round(H / dt) steps of its env (at least one), the same physical horizon at every
     dt, cut at an episode's end or a non-greedy action (beyond the paper); None: one step (Alg. 1)"""
     advantage_rate_clip: float | None = None
-    """c: A's step takes clip(td / dt, -c, c), c in value/s at every dt; V's td / dt (beyond the paper); None: Alg. 1"""
+    """c: A's step takes clip(td / dt, -c, c), c in value/s at every dt, V's not (beyond the paper); None: Alg. 1"""
     exploration: Literal["ou", "epsilon"] = "ou"
     """ou: argmax of the advantages plus an OU process (Sec. 4.2); epsilon: epsilon-greedy (collapses as dt -> 0)"""
     epsilon: float = 0.1
@@ -190,7 +190,7 @@ class ReplayBuffer:
 
     def follows(self, obs, greedy):
         """--value-horizon: whether each env's row about to be added continues its previous row's return: the same
-        episode (that row's s' is this s: no termination or truncation between) and a greedy action (no noise's)."""
+        episode (that row's s' is this s: no termination or truncation between) and an action the noise left greedy."""
         if self.size < len(obs):  # the first rows follow none
             return torch.zeros_like(greedy)
         previous = torch.arange(self.position - len(obs), self.position, device=obs.device) % self.capacity

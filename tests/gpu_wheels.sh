@@ -7,7 +7,7 @@
 # PyOpenGL (3 MB), which MuJoCo imports only to render (MUJOCO_GL=disable there: the suite passed without it).
 #
 #   here:  bash tests/gpu_wheels.sh [python] [runs]     (python: the environment to read versions from; .venv's by
-#          default; runs: only what a run without --track imports, 25 MB, for a call that runs no tests: the
+#          default; runs: only what a run without --track imports, 26 MB, for a call that runs no tests: the
 #          repository is 20 MiB now (its kept runs), and with W&B's wheels the call would pass 64 MiB)
 #   there: python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
 #          && export PYTHONPATH=/tmp/site MUJOCO_GL=disable     (no EGL library there: importing MuJoCo fails)

@@ -200,13 +200,14 @@ def test_weighted_update_and_decoupled_weight_decay():
 
 def test_the_horizon_options_run_to_another_run_and_a_horizon_of_0_is_refused(papers_run, tmp_path):
     """Both options on, V's target over 0.05 s (5 steps at dt 0.01): the training loop marks which rows continue
-    their env's previous row (some do, some do not) and the run is another than the paper's; --value-horizon 0 is
-    refused before any work."""
+    their env's previous row (some do, some do not) and the run is another than the paper's; so is a run with A's
+    TD rate clipped at 1 value/s (the flag reaches the update); --value-horizon 0 is refused before any work."""
     *_, variant = short_run(tmp_path / "variant", "dau_discrete_horizon.py", "--value-horizon", "0.05",
                             "--advantage-without-terminal-rows")  # fmt: skip
     replay = variant["state"]["replay"]
     assert 0 < replay["fields"][5][: replay["size"]].mean() < 1
     assert short_run(tmp_path / "horizon", "dau_discrete_horizon.py", "--value-horizon", "0.05")[1] != papers_run[1]
+    assert short_run(tmp_path / "clip", "dau_discrete_horizon.py", "--advantage-rate-clip", "1")[1] != papers_run[1]
     result = run_script(
         "dau_discrete_horizon.py", *SHORT, "--value-horizon", "0", cwd=tmp_path, check=False, timeout=120
     )
@@ -363,10 +364,13 @@ def test_as_step_without_terminal_rows_or_with_its_rate_clipped_is_the_per_sampl
     torch.testing.assert_close(flat(v0) - steps["paper"][0], expected_theta / n, rtol=1e-9, atol=1e-12)
     assert not torch.allclose(flat(a0) - steps["paper"][1], expected_psi / n)
     assert all(torch.equal(mine, its) for mine, its in zip(steps["never-binding"], steps["unclipped"], strict=True))
+    if not without_terminal_rows:  # the clip alone, binding nowhere: Alg. 1's step itself, bit for bit
+        assert all(torch.equal(mine, its) for mine, its in zip(steps["never-binding"], steps["paper"], strict=True))
 
 
-def test_a_rate_clip_that_is_not_positive_is_refused():
-    """--advantage-rate-clip 0 or -5 is refused before any work, naming the flag; a positive one passes."""
+def test_a_rate_clip_that_is_not_positive_and_finite_is_refused():
+    """check_args (which Run calls before any work) refuses --advantage-rate-clip 0, -5 or inf, naming the flag; the
+    clip's off value, an infinite c, is its default None, as every positive flag here takes finite values only."""
     for bad in (0.0, -5.0, float("inf")):
         with pytest.raises(ValueError, match="--advantage-rate-clip must be positive"):
             horizon.check_args(horizon.Args(advantage_rate_clip=bad))
