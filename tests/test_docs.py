@@ -72,6 +72,7 @@ TABLE_RUNS = {
     "robustness_cartpole_ou_scaled.md": ROOT / "docs" / "results" / "cartpole_ou_scaled_grid",
     "robustness_cartpole_value_lr.md": ROOT / "docs" / "results" / "cartpole_value_lr_grid",
     "robustness_cartpole_sqrt_rule.md": ROOT / "docs" / "results" / "cartpole_sqrt_rule_grid",
+    "robustness_cartpole_horizon.md": ROOT / "docs" / "results" / "cartpole_horizon_grid",
 }
 
 
@@ -130,6 +131,7 @@ COMPARISONS = {
         "variants": (RESULTS / "cartpole_sqrt_rule_grid",),
         "labels": ("`--learning-rate-reference-dt 0.01`",),
     },
+    "horizon": {"variants": (RESULTS / "cartpole_horizon_grid",), "labels": ("`--value-horizon 0.05`",)},
 }
 
 
