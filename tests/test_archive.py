@@ -43,6 +43,8 @@ KEPT_GRIDS = [
                                   "learning_rate_reference_dt=0.01"), f"{RESULTS}/cartpole_sqrt_rule_grid"),  # issue 49
     (("cartpole_dau_horizon",), ("total_time=1800", "eval_every=150", "value_horizon=0.05",
                                  "seed=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"), f"{RESULTS}/cartpole_horizon_grid"),  # 56
+    *[(("cartpole_dau_horizon",), ("total_time=900", "eval_every=150", "seed=1,2,3,4,5", "dt=0.0005,0.01", *clip),
+       f"{RESULTS}/cartpole_clip_probes") for clip in (("advantage_rate_clip=430,2000",), ())],  # issue 56's probes
 ]  # fmt: skip
 
 
