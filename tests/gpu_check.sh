@@ -62,21 +62,19 @@ if [ "${1:-}" = workers ]; then
   # 200-s limit first (it reached 10214 s on the H200): the wall times at each evaluation both reach give the
   # workers' gain, and their evals.csv must agree there (time, steps, updates, return: all but the wall time).
   # Each is stopped by Ctrl-C at its limit (K = 8's 320 s: 292 s on the H200), its evaluations kept.
-  for workers in 8 1; do
-    total=$([ "$workers" = 8 ] && echo 30000 || echo 15000)
+  for run in "8 30000 320" "1 15000 200"; do  # workers, --total-time, wall-time limit (s)
+    read -r workers total limit <<<"$run"
     mkdir -p "$runs_at/k$workers"
-    (cd "$runs_at/k$workers" && timeout -s INT "$([ "$workers" = 8 ] && echo 320 || echo 200)" python3 \
-      "$repo/dau_continuous.py" --env-id HalfCheetah-v4 --dt 0.005 --total-time "$total" --env-workers "$workers" \
-      >"$out/card_k$workers.txt" 2>&1)
+    (cd "$runs_at/k$workers" && timeout -s INT "$limit" python3 "$repo/dau_continuous.py" --env-id HalfCheetah-v4 \
+      --dt 0.005 --total-time "$total" --env-workers "$workers" >"$out/card_k$workers.txt" 2>&1)
     tail -n 1 "$out/card_k$workers.txt"
   done
   for workers in 8 1; do cp "$runs_at"/k$workers/runs/*/evals.csv "$out/evals_k$workers.csv"; done
   python3 - "$out" <<'PY'
 import csv, sys
 k8, k1 = (list(csv.DictReader(open(f"{sys.argv[1]}/evals_k{k}.csv"))) for k in (8, 1))
-common = min(len(k8), len(k1))
 print(f"{'physical s':>22s} {'wall K=1':>9s} {'wall K=8':>9s} {'K=1/K=8':>8s}  same numbers")
-for one, eight in zip(k1[:common], k8[:common]):
+for one, eight in zip(k1, k8):  # the evaluations both runs reached
     same = all(one[key] == eight[key] for key in ("physical_time", "env_steps", "updates", "scaled_return"))
     ratio = float(one["wall_time"]) / float(eight["wall_time"]) if float(eight["wall_time"]) else float("nan")
     print(f"{one['physical_time']:>22s} {one['wall_time']:>9s} {eight['wall_time']:>9s} {ratio:8.2f}  {same}")

@@ -352,14 +352,12 @@ def test_as_step_without_terminal_rows_or_with_its_rate_clipped_is_the_per_sampl
     torch.testing.assert_close(flat(v0) - flat(value), expected_theta / n, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(flat(a0) - flat(advantage), expected_psi / n, rtol=1e-9, atol=1e-12)
     steps = {}  # Alg. 1's step (the same for V, another for A), and the options' with a clip that binds nowhere
-    for name, step in (("paper", lambda *models: paper.update(batch, *models, dt=dt, gamma=gamma)),
-                       ("unclipped", lambda *models: horizon.update(batch, *models, dt=dt, gamma=gamma,
-                                                                    without_terminal_rows=without_terminal_rows)),
-                       ("never-binding", lambda *models: horizon.update(batch, *models, dt=dt, gamma=gamma,
-                                                                        without_terminal_rows=without_terminal_rows,
-                                                                        advantage_rate_clip=1e30))):  # fmt: skip
+    mask = {"without_terminal_rows": without_terminal_rows}
+    for name, script, options in (("paper", paper, {}), ("unclipped", horizon, mask),
+                                  ("never-binding", horizon, mask | {"advantage_rate_clip": 1e30})):  # fmt: skip
         value, advantage = copy.deepcopy(v0), copy.deepcopy(a0)
-        step(value, advantage, torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0))
+        optimizer = torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0)
+        script.update(batch, value, advantage, optimizer, dt=dt, gamma=gamma, **options)
         steps[name] = flat(value), flat(advantage)
     torch.testing.assert_close(flat(v0) - steps["paper"][0], expected_theta / n, rtol=1e-9, atol=1e-12)
     assert not torch.allclose(flat(a0) - steps["paper"][1], expected_psi / n)
