@@ -27,6 +27,7 @@ import torch.nn as nn
 from harness.args import RunArgs, require_positive
 from harness.envs import make_vector_env
 from harness.gpu import graphed
+from harness.horizon import follows, horizon_steps, horizon_target, rows_ahead
 from harness.run import Run
 
 
@@ -177,7 +178,7 @@ class OUNoise:
 
 class ReplayBuffer:
     """Ring buffer of (s, a, r, terminated, s') on the training device; with --value-horizon (`env_rows`: an env's next
-    row is env_rows further on) also whether a row continues the return of its env's previous row (follows)."""
+    row is env_rows further on) also whether a row continues its env's previous row's return (harness/horizon)."""
 
     def __init__(self, capacity, obs_dim, device, env_rows=None):
         self.capacity, self.size, self.position = capacity, 0, 0
@@ -188,14 +189,6 @@ class ReplayBuffer:
         if env_rows:  # --value-horizon: one float more per row
             self.fields.append(torch.empty((capacity, 1), device=device))
 
-    def follows(self, obs, greedy):
-        """--value-horizon: whether each env's row about to be added continues its previous row's return: the same
-        episode (that row's s' is this s: no termination or truncation between) and an action the noise left greedy."""
-        if self.size < len(obs):  # the first rows follow none
-            return torch.zeros_like(greedy)
-        previous = torch.arange(self.position - len(obs), self.position, device=obs.device) % self.capacity
-        return greedy & (self.fields[4][previous] == obs).all(-1)
-
     def add(self, *transition):
         rows = torch.arange(self.position, self.position + len(transition[0])) % self.capacity
         for field, values in zip(self.fields, transition, strict=True):
@@ -205,22 +198,11 @@ class ReplayBuffer:
 
     def sample(self, num_batches, batch_size, steps=1):
         """`num_batches` batches in one gather: (obs, action, reward, terminated, next_obs); with --value-horizon
-        (`steps` n) also what each row's next n - 1 rows of its env give V's target (horizon_rows)."""
+        (`steps` n) also what each row's next n - 1 rows of its env give V's target (harness/horizon.py)."""
         index = torch.randint(self.size, (num_batches, batch_size), device=self.fields[0].device)
         obs, action, reward, terminated, next_obs = (field[index] for field in self.fields[:5])
         batch = obs, action.long(), reward.squeeze(-1), terminated.squeeze(-1), next_obs
-        return batch if self.env_rows is None else (*batch, *self.horizon_rows(index, steps))
-
-    def horizon_rows(self, index, steps):
-        """Each row's env's next steps - 1 rows, reached while written after it and each following the one before: their
-        rewards (0 where not reached), how many are reached, the last reached row's d and s' (or the row's own)."""
-        ahead = self.env_rows * torch.arange(1, steps, device=index.device)
-        rows = (index[..., None] + ahead) % self.capacity
-        written = ((self.position - 1 - index) % self.capacity)[..., None] >= ahead  # not past the newest row
-        reached = torch.where(written, self.fields[5][rows, 0], 0).cumprod(-1)
-        last = (index + self.env_rows * reached.sum(-1).long()) % self.capacity
-        rewards = torch.where(reached > 0, self.fields[2][rows, 0], 0)
-        return rewards, reached.sum(-1), self.fields[3][last, 0], self.fields[4][last]
+        return batch if self.env_rows is None else (*batch, *rows_ahead(self, index, steps))
 
     def state_dict(self):  # the filled rows only
         # Host tensors: the filled rows copied (from a GPU, straight to host memory); a full ring on the CPU as it is.
@@ -248,17 +230,9 @@ ROUND_STATS = ("exploration/changed_action", "training/failures_per_second", "op
 DIAGNOSTICS = (*TRAINING_STATS, *ROUND_STATS, "batch/terminal_td_share")
 
 
-def horizon_target(reward, rewards_ahead, steps_ahead, terminated, next_obs, value, dt, gamma):
-    """--value-horizon: V's target over the m = 1 + steps_ahead steps reached, in physical time as Alg. 1's one-step
-    target: sum_k gamma^(k dt) r_k dt + gamma^(m dt) (1 - d) V(s_m); at m = 1 Alg. 1's target to the bit."""
-    discounts = gamma ** (dt * torch.arange(1, rewards_ahead.shape[-1] + 1, device=reward.device))
-    returns = reward + (discounts * rewards_ahead).sum(-1)
-    return returns * dt + (1 - terminated) * gamma**dt * gamma ** (dt * steps_ahead) * value(next_obs)
-
-
 def update(batch, value, advantage, optimizer, dt, gamma, without_terminal_rows=False, advantage_rate_clip=None):
     """One gradient step of Alg. 1 (discrete DAU). Returns TRAINING_STATS, no host sync."""
-    obs, action, reward, terminated, next_obs, *ahead = batch  # ahead: --value-horizon's (horizon_rows)
+    obs, action, reward, terminated, next_obs, *ahead = batch  # ahead: --value-horizon's (rows_ahead)
     advantages = advantage(obs)
     state_value = value(obs)
     advantage_taken = advantages.gather(1, action).squeeze(1) - advantages.max(1).values  # Abar(s,a) - max Abar(s,.)
@@ -357,7 +331,7 @@ if __name__ == "__main__":
     envs = make_vector_env(args, dt, args.num_envs, args.seed, args.env_workers)  # --env-workers: in K processes
     # run.replay_rows: --buffer-time in transitions at this dt, at most what the run collects
     buffer = ReplayBuffer(run.replay_rows, obs_dim, device, args.num_envs if args.value_horizon else None)
-    horizon_steps = max(1, round(args.value_horizon / dt)) if args.value_horizon else 1  # --value-horizon's n, >= 1
+    value_horizon_steps = horizon_steps(args.value_horizon, dt)  # --value-horizon's n, >= 1
     noise = OUNoise((args.num_envs, num_actions), args.ou_kappa, args.ou_sigma, dt, device)
 
     def train_round(batches):  # Alg. lines "for k = 1, nb_learn": one gradient step on each batch
@@ -385,15 +359,15 @@ if __name__ == "__main__":
                     advantages = advantage(obs_tensor)
                     action = explore(advantages, noise, args.exploration, args.epsilon)
                     changed_action += (action != advantages.argmax(-1)).float().mean()
-                    # --value-horizon: whether each row continues its env's previous row's return
-                    follows = ([buffer.follows(obs_tensor, action == advantages.argmax(-1))]
-                               if args.value_horizon else [])  # fmt: skip
+                    # --value-horizon: whether each row continues its env's previous row's return (a greedy action)
+                    greedy = action == advantages.argmax(-1)
+                    continues = [follows(buffer, obs_tensor, greedy)] if args.value_horizon else []
                     action = action.cpu().numpy()
                 next_obs, reward, terminated, real_next_obs = env_step(envs, action)
                 failures += int(terminated.sum())
-                buffer.add(obs, action, reward, terminated, real_next_obs, *follows)
+                buffer.add(obs, action, reward, terminated, real_next_obs, *continues)
                 obs = next_obs
-            stats = train_round(buffer.sample(args.updates_per_round, args.batch_size, horizon_steps))
+            stats = train_round(buffer.sample(args.updates_per_round, args.batch_size, value_horizon_steps))
             round_stats = [changed_action / args.steps_per_round,
                            torch.tensor(failures / run.round_time, device=device),  # round_time: one round, envs summed
                            gradient_rms(optimizer, value), gradient_rms(optimizer, advantage)]  # fmt: skip

@@ -183,6 +183,7 @@ VARIANTS = {
                                  "--weight-decay", "5"],
     "dau_discrete_horizon.py": ["--value-horizon", "0.1", "--advantage-without-terminal-rows",
                                 "--advantage-rate-clip", "50"],
+    "dau_continuous_horizon.py": ["--value-horizon", "0.1"],
 }  # fmt: skip
 
 
@@ -192,7 +193,8 @@ def test_a_scripts_graphed_run_computes_what_its_eager_run_computes(script, tmp_
     """The script's own round and wiring on CUDA: a run whose rounds are replayed as CUDA graphs (the default on a
     GPU) writes the same evaluations and diagnostics, bit for bit, as the same run with every round op by op: the
     round the script builds (its networks, optimizer and batches) captured and replayed as it runs there."""
-    env_args = ["--env-id", "Pendulum-v1" if script in CONTINUOUS else "CartPole-v1", "--dt", "0.02"]
+    continuous = script in CONTINUOUS or script.startswith("dau_continuous")
+    env_args = ["--env-id", "Pendulum-v1" if continuous else "CartPole-v1", "--dt", "0.02"]
     common = [*env_args, *TINY, "--total-time", "4", "--exp-name", "graph", *VARIANTS.get(script, [])]
     for side in ("graphed", "eager"):
         (tmp_path / side).mkdir()

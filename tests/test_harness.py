@@ -1,4 +1,4 @@
-"""The harness (harness/), what the seven scripts share that is not the algorithm, tested once here: the round's
+"""The harness (harness/), what the eight scripts share that is not the algorithm, tested once here: the round's
 length, the run folder, run.json, the evaluation videos, the per-environment settings, an env's state for the
 checkpoints, the parts' sizes, and the defects each fixed with a test that failed before."""
 
@@ -825,7 +825,7 @@ def test_the_round_count_is_written_once():
 
 SCRIPTS_WITH_UPDATE = ["dau_continuous.py", "ddpg_baseline.py", "dau_discrete.py", "dqn_baseline.py",
                        "dau_discrete_beyond_paper.py", "dau_discrete_td_noise.py",
-                       "dau_discrete_horizon.py"]  # fmt: skip
+                       "dau_discrete_horizon.py", "dau_continuous_horizon.py"]  # fmt: skip
 
 
 @pytest.mark.parametrize("script", SCRIPTS_WITH_UPDATE)
@@ -853,7 +853,7 @@ def test_the_docs_count_the_scripts_that_import_the_harness():
     """The harness's and the README's word for how many scripts share it is the number that import it (it said "the
     four scripts" when seven did)."""
     importing = [path.name for path in ROOT.glob("*.py") if "from harness." in path.read_text()]
-    number = {4: "four", 7: "seven"}.get(len(importing), str(len(importing)))
+    number = {4: "four", 7: "seven", 8: "eight"}.get(len(importing), str(len(importing)))
     for path in (ROOT / "harness" / "__init__.py", ROOT / "harness" / "run.py", ROOT / "README.md"):
         text = " ".join(path.read_text().split())
         assert f"the {number} scripts" in text or f"all {number} scripts" in text, (path.name, len(importing))

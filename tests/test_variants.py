@@ -1,7 +1,8 @@
-"""The variant scripts, dau_discrete.py plus options the paper does not use: dau_discrete_beyond_paper.py,
-dau_discrete_td_noise.py and dau_discrete_horizon.py (whose options combine). With their defaults each is the paper's
-script, number for number; each option does what its help says (--value-update: test_discrete.py's paper's-deltas
-test; --exploration ou-scaled's resume: test_resume.py)."""
+"""The variant scripts, a paper's script plus options the paper does not use: dau_discrete_beyond_paper.py,
+dau_discrete_td_noise.py and dau_discrete_horizon.py (whose options combine), dau_discrete.py's; and
+dau_continuous_horizon.py, dau_continuous.py's. With their defaults each is the paper's script, number for number;
+each option does what its help says (--value-update: test_discrete.py's paper's-deltas test; --exploration
+ou-scaled's resume: test_resume.py)."""
 
 import copy
 
@@ -10,11 +11,14 @@ import pytest
 import torch
 from helpers import TINY, discrete_td, fixed_batch, flat, per_sample_gradient, read_evals, run_script
 
+import dau_continuous as continuous_paper
+import dau_continuous_horizon as continuous_horizon
 import dau_discrete as paper
 import dau_discrete_beyond_paper as beyond
 import dau_discrete_horizon as horizon
 import dau_discrete_td_noise as td_noise
 import harness.args
+import harness.horizon
 
 SHORT = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "4", "--checkpoint-every", "100"]
 
@@ -27,9 +31,9 @@ def logged(cwd):
     return evals, (run_dir / "diagnostics.csv").read_text(), checkpoint
 
 
-def short_run(folder, script, *extra):
+def short_run(folder, script, *extra, env_id="CartPole-v1"):
     folder.mkdir()
-    run_script(script, *SHORT, *extra, cwd=folder)
+    run_script(script, "--env-id", env_id, *SHORT[2:], *extra, cwd=folder)
     return logged(folder)
 
 
@@ -215,6 +219,34 @@ def test_the_horizon_options_run_to_another_run_and_a_horizon_of_0_is_refused(pa
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.fixture(scope="module")
+def continuous_papers_run(tmp_path_factory):
+    """dau_continuous.py's short Pendulum run: what dau_continuous_horizon.py must log with one step of horizon."""
+    return short_run(tmp_path_factory.mktemp("continuous") / "run", "dau_continuous.py", env_id="Pendulum-v1")
+
+
+def test_the_continuous_horizon_is_the_papers_run_at_one_step_and_cut_only_at_an_episodes_end(
+    continuous_papers_run, tmp_path
+):
+    """dau_continuous_horizon.py's short Pendulum run with its defaults or V's target over one step (n = 1) logs
+    dau_continuous.py's evals.csv and diagnostics.csv. Over 0.05 s (n = 5) it is another run, whose replay rows each
+    continue their env's previous row but the first of each episode (4 envs, 100 steps each, episodes of 50: 8 rows),
+    whatever the noise did to the action: the return is not corrected for it. --value-horizon 0 is refused."""
+    paper_evals, paper_diagnostics, _ = continuous_papers_run
+    assert len(paper_evals) == 5 and len(paper_diagnostics.splitlines()) > 5
+    for name, extra in (("defaults", ()), ("one-step", ("--value-horizon", "0.01"))):
+        evals, diagnostics, _ = short_run(tmp_path / name, "dau_continuous_horizon.py", *extra, env_id="Pendulum-v1")
+        assert evals == paper_evals and diagnostics == paper_diagnostics, name
+    _, diagnostics, variant = short_run(tmp_path / "horizon", "dau_continuous_horizon.py", "--value-horizon", "0.05",
+                                        env_id="Pendulum-v1")  # fmt: skip
+    replay = variant["state"]["replay"]
+    assert replay["size"] == 400 and replay["fields"][5][: replay["size"]].sum() == 400 - 4 * 2
+    assert diagnostics != paper_diagnostics
+    with pytest.raises(ValueError, match="--value-horizon must be positive"):
+        continuous_horizon.check_args(continuous_horizon.Args(policy_learning_rate=0.02, value_horizon=0.0))
+    assert continuous_horizon.check_args(continuous_horizon.Args(policy_learning_rate=0.02, value_horizon=0.05)) == 1
+
+
 def test_the_memory_check_counts_the_horizons_extra_float_per_row(monkeypatch):
     """With --value-horizon a replay row holds one float more (whether it continues its env's previous row): the
     memory check before any work counts it. Host memory for exactly two copies of the paper's rows (the buffer and a
@@ -233,11 +265,18 @@ def test_the_memory_check_counts_the_horizons_extra_float_per_row(monkeypatch):
         settle(horizon, value_horizon=0.05)
 
 
-def horizon_buffers(follows, steps=4, envs=4):
-    """The same `steps` adds of `envs` rows (fixed_batch's transitions) to dau_discrete.py's replay memory and to
-    dau_discrete_horizon.py's with --value-horizon, where each row continues its env's previous row if `follows`."""
-    obs, action, reward, terminated, next_obs = fixed_batch(obs_dim=3, n=steps * envs, num_actions=2)
-    buffers = paper.ReplayBuffer(32, 3, "cpu"), horizon.ReplayBuffer(32, 3, "cpu", envs)
+# The paper's script and its horizon variant, and the sizes of their replay rows after the capacity: (obs,) or
+# (obs, action) dimensions.
+HORIZON_PAIRS = {"discrete": (paper, horizon, (3,)), "continuous": (continuous_paper, continuous_horizon, (3, 2))}
+
+
+def horizon_buffers(pair, follows, steps=4, envs=4):
+    """The same `steps` adds of `envs` rows (fixed_batch's transitions) to the paper's script's replay memory and to
+    its horizon variant's with --value-horizon, where each row continues its env's previous row if `follows`."""
+    papers, variant, dims = HORIZON_PAIRS[pair]
+    num_actions = 2 if pair == "discrete" else None  # the continuous rows: actions in [-1, 1]^2
+    obs, action, reward, terminated, next_obs = fixed_batch(obs_dim=3, n=steps * envs, num_actions=num_actions)
+    buffers = papers.ReplayBuffer(32, *dims, "cpu"), variant.ReplayBuffer(32, *dims, "cpu", envs)
     for step in range(steps):
         rows = slice(step * envs, (step + 1) * envs)
         transition = obs[rows], action[rows], reward[rows], terminated[rows], next_obs[rows]
@@ -247,35 +286,39 @@ def horizon_buffers(follows, steps=4, envs=4):
 
 
 def step_from(module, networks, batch, *options):
-    """The parameters and stats after `module`'s update() on `batch`, one RMSprop step from a copy of `networks`."""
-    value, advantage = copy.deepcopy(networks)
-    optimizer = torch.optim.RMSprop([*value.parameters(), *advantage.parameters()], lr=1e-3, alpha=0.99)
-    stats = module.update(batch, value, advantage, optimizer, 0.01, 0.8, *options)
-    return flat(value), flat(advantage), stats
+    """The parameters of each network (V, A and, continuous, the actor) and the stats after `module`'s update() on
+    `batch`, one RMSprop step from a copy of `networks`."""
+    networks = copy.deepcopy(networks)
+    optimizer = torch.optim.RMSprop([p for network in networks for p in network.parameters()], lr=1e-3, alpha=0.99)
+    stats = module.update(batch, *networks, optimizer, 0.01, 0.8, *options)
+    return (*map(flat, networks), stats)
 
 
+@pytest.mark.parametrize("pair", HORIZON_PAIRS)
 @pytest.mark.parametrize(
     "steps,follows", [(1, True), (4, False), (4, True)], ids=["one-step", "cut-at-once", "rows-ahead"]
 )
-def test_a_value_horizon_of_one_step_and_the_defaults_are_alg1s_step_bit_for_bit(steps, follows):
-    """dau_discrete_horizon.py's update() from the same weights on the same rows: with its defaults (the paper's
-    batch), and with --value-horizon of one step (n = 1) or of n = 4 where every row's return is cut at once (the
-    next action not greedy: V's target is Alg. 1's), the parameters and stats after one RMSprop step are
-    dau_discrete.py's bit for bit; where the rows ahead continue, V's target, so the step, is another."""
+def test_a_value_horizon_of_one_step_and_the_defaults_are_alg1s_step_bit_for_bit(pair, steps, follows):
+    """A horizon variant's update() from the same weights on the same rows: with its defaults (the paper's batch),
+    and with --value-horizon of one step (n = 1) or of n = 4 where every row's return is cut at once (V's target is
+    the paper's), the parameters and stats after one RMSprop step are the paper's script's bit for bit; where the rows
+    ahead continue, V's target, so V's step, is another, and A's (and the actor's) the paper's."""
+    papers, variant, _ = HORIZON_PAIRS[pair]
     torch.manual_seed(0)
-    normalizer = paper.Normalizer(3)
-    networks = paper.Value(3, 16, normalizer), paper.Advantage(3, 2, 16, normalizer)
-    papers_buffer, buffer = horizon_buffers(follows)
+    normalizer = papers.Normalizer(3)
+    networks = papers.Value(3, 16, normalizer), papers.Advantage(3, 2, 16, normalizer)
+    networks += (papers.Actor(3, 2, 16, normalizer),) if pair == "continuous" else ()
+    papers_buffer, buffer = horizon_buffers(pair, follows)
     torch.manual_seed(1)
     papers_batch = [field[0] for field in papers_buffer.sample(1, 16)]
     torch.manual_seed(1)
     batch = [field[0] for field in buffer.sample(1, 16, steps)]
     assert len(batch) == 9 and all(torch.equal(mine, its) for mine, its in zip(batch[:5], papers_batch, strict=True))
-    papers_step = step_from(paper, networks, papers_batch)
-    defaults = step_from(horizon, networks, papers_batch)  # its options off
+    papers_step = step_from(papers, networks, papers_batch)
+    defaults = step_from(variant, networks, papers_batch)  # its options off
     assert all(torch.equal(mine, its) for mine, its in zip(defaults, papers_step, strict=True))
-    value, advantage, stats = step_from(horizon, networks, batch)
-    assert torch.equal(advantage, papers_step[1]) and torch.equal(stats, papers_step[2])  # A's TD error: one step
+    value, *others = step_from(variant, networks, batch)
+    assert all(torch.equal(mine, its) for mine, its in zip(others, papers_step[1:], strict=True))  # A's TD: one step
     assert batch[6].max() == (3 if steps > 1 and follows else 0)  # the rows ahead that V's target reaches
     assert torch.equal(value, papers_step[0]) == (batch[6].max() == 0)
 
@@ -294,7 +337,7 @@ def test_the_value_horizons_target_is_the_n_step_return_cut_where_the_greedy_pol
     buffer = horizon.ReplayBuffer(11, 1, "cpu", 2)
     for step in range(6):
         observation = torch.tensor([[obs[0][step]], [obs[1][step]]], dtype=torch.float32)
-        follows = buffer.follows(observation, torch.tensor([greedy[0][step], greedy[1][step]], dtype=torch.bool))
+        follows = harness.horizon.follows(buffer, observation, torch.tensor([greedy[0][step], greedy[1][step]]) > 0)
         buffer.add(observation, torch.zeros(2, dtype=torch.long), 0.5 + observation[:, 0] / 10,
                    torch.tensor([terminated[0][step], terminated[1][step]]),
                    torch.tensor([[next_obs[0][step]], [next_obs[1][step]]]), follows)  # fmt: skip
@@ -309,7 +352,7 @@ def test_the_value_horizons_target_is_the_n_step_return_cut_where_the_greedy_pol
 
     torch.manual_seed(0)
     obs_sampled, _, reward, _, _, *ahead = (field[0] for field in buffer.sample(1, 400, steps))
-    targets = horizon.horizon_target(reward, *ahead, value, dt, gamma)
+    targets = harness.horizon.horizon_target(reward, *ahead, value, dt, gamma)
     assert set(obs_sampled[:, 0].tolist()) == set(expected)
     for row, target in zip(obs_sampled[:, 0].tolist(), targets.tolist(), strict=True):
         rewarded, bootstrap = expected[row]
