@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the scripts and the harness; torch is imported where first needed (run_local)
 
 ALGORITHMS = {"dau_continuous.py": "DAU", "dau_discrete.py": "DAU", "dau_discrete_beyond_paper.py": "DAU",
-              "dau_discrete_td_noise.py": "DAU", "dau_discrete_horizon.py": "DAU", "ddpg_baseline.py": "DDPG",
-              "dqn_baseline.py": "DQN"}  # fmt: skip
+              "dau_discrete_td_noise.py": "DAU", "dau_discrete_horizon.py": "DAU", "dau_continuous_horizon.py": "DAU",
+              "ddpg_baseline.py": "DDPG", "dqn_baseline.py": "DQN"}  # fmt: skip
 # A script labelled against another's defaults: dau_discrete.py's runs before the options moved out recorded
 # them (value_update "all"...), and its defaults lack them; the variant script's defaults are those options off.
 LABELLED_AGAINST = {"dau_discrete.py": "dau_discrete_beyond_paper.py"}

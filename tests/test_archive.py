@@ -80,6 +80,13 @@ def test_a_grid_point_is_what_its_run_computes():
     assert run_identity("dau_discrete_horizon.py", args | off) == point
     assert run_identity("dau_discrete_horizon.py", args | {"value_horizon": 0.05}) != point
     assert run_identity("dau_discrete_horizon.py", args | {"advantage_rate_clip": 2000.0}) != point
+    pendulum = archive.resolved_args("dau_continuous.py", {"env_id": "Pendulum-v1", "dt": 0.01, "seed": 1})
+    continuous_point, horizon = run_identity("dau_continuous.py", pendulum), {"value_horizon": 0.05}
+    assert run_identity("dau_continuous_horizon.py", pendulum | {"value_horizon": None}) == continuous_point
+    assert run_identity("dau_continuous_horizon.py", pendulum | horizon) != continuous_point
+    assert run_identity("dau_continuous_horizon.py", pendulum | horizon) != run_identity(
+        "dau_discrete_horizon.py", pendulum | horizon
+    )  # two scripts, one option's name: two computations
     # An option added later, off, changes no identity already made (claim files and logs keep their names).
     with patch.dict(VALUE_BEFORE, {"an_option_added_later": 0.0}):
         assert run_identity("dau_discrete.py", args | {"an_option_added_later": 0.0}) == point
@@ -108,6 +115,8 @@ def test_a_run_is_labelled_by_its_algorithm_and_its_non_default_arguments():
     assert label("dau_discrete_horizon.py", advantage_rate_clip=430.0, value_horizon=0.05) == (
         "DAU+advantage_rate_clip=430+value_horizon=0.05"
     )
+    assert label("dau_continuous_horizon.py", env_id="Pendulum-v1") == "DAU"
+    assert label("dau_continuous_horizon.py", env_id="Pendulum-v1", value_horizon=0.05) == "DAU+value_horizon=0.05"
     # --round-seconds sets steps and updates per round: the label shows the option, not what it set.
     assert label("dau_discrete.py", dt=0.001, round_seconds=0.1) == "DAU+round_seconds=0.1"
     # dau_discrete.py's run.json: before the options (none of them), with them (off or on), and today's.
