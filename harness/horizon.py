@@ -1,7 +1,7 @@
 """--value-horizon H, an option of the variant scripts beyond the paper (issues 49, 56): V's target over the next
 n = round(H / dt) steps of the same env, so the same physical horizon at every dt. A replay row holds one float more,
 whether it continues the return of its env's previous row (`follows`); a batch's rows carry what their env's next
-n - 1 rows give (`rows_ahead`), and `horizon_target` makes V's target of them: at n = 1, Alg. 1's target to the bit.
+n - 1 rows give (`rows_ahead`), and `horizon_target` makes V's target of them: at n = 1, the paper's, to the bit.
 
 A script's ReplayBuffer keeps its fields in the order (s, a, r, d, s', follows), an env's next row `env_rows` rows on
 (each add writes one row per env, in the envs' order)."""
@@ -40,7 +40,7 @@ def rows_ahead(buffer, index, steps):
 
 def horizon_target(reward, rewards_ahead, steps_ahead, terminated, next_obs, value, dt, gamma):
     """V's target over the m = 1 + steps_ahead steps reached, in physical time as Alg. 1's one-step target:
-    sum_k gamma^(k dt) r_k dt + gamma^(m dt) (1 - d) V(s_m); at m = 1 Alg. 1's target to the bit."""
+    sum_k gamma^(k dt) r_k dt + gamma^(m dt) (1 - d) V(s_m); at m = 1 the paper's one-step target to the bit."""
     discounts = gamma ** (dt * torch.arange(1, rewards_ahead.shape[-1] + 1, device=reward.device))
     returns = reward + (discounts * rewards_ahead).sum(-1)
     return returns * dt + (1 - terminated) * gamma**dt * gamma ** (dt * steps_ahead) * value(next_obs)

@@ -230,7 +230,7 @@ def test_the_continuous_horizon_is_the_papers_run_at_one_step_and_cut_only_at_an
 ):
     """dau_continuous_horizon.py's short Pendulum run with its defaults or V's target over one step (n = 1) logs
     dau_continuous.py's evals.csv and diagnostics.csv. Over 0.05 s (n = 5) it is another run, whose replay rows each
-    continue their env's previous row but the first of each episode (4 envs, 100 steps each, episodes of 50: 8 rows),
+    continue their env's previous row but the first of each episode (4 envs, 100 steps each, episodes of 50 steps),
     whatever the noise did to the action: the return is not corrected for it. --value-horizon 0 is refused."""
     paper_evals, paper_diagnostics, _ = continuous_papers_run
     assert len(paper_evals) == 5 and len(paper_diagnostics.splitlines()) > 5
@@ -239,8 +239,9 @@ def test_the_continuous_horizon_is_the_papers_run_at_one_step_and_cut_only_at_an
         assert evals == paper_evals and diagnostics == paper_diagnostics, name
     _, diagnostics, variant = short_run(tmp_path / "horizon", "dau_continuous_horizon.py", "--value-horizon", "0.05",
                                         env_id="Pendulum-v1")  # fmt: skip
-    replay = variant["state"]["replay"]
-    assert replay["size"] == 400 and replay["fields"][5][: replay["size"]].sum() == 400 - 4 * 2
+    replay, first_rows = variant["state"]["replay"], torch.ones(400)
+    first_rows[[0, 1, 2, 3, 200, 201, 202, 203]] = 0  # each env's steps 0 and 50, rows env + 4 step
+    assert replay["size"] == 400 and torch.equal(replay["fields"][5][:, 0], first_rows)
     assert diagnostics != paper_diagnostics
     with pytest.raises(ValueError, match="--value-horizon must be positive"):
         continuous_horizon.check_args(continuous_horizon.Args(policy_learning_rate=0.02, value_horizon=0.0))
@@ -321,6 +322,42 @@ def test_a_value_horizon_of_one_step_and_the_defaults_are_alg1s_step_bit_for_bit
     assert all(torch.equal(mine, its) for mine, its in zip(others, papers_step[1:], strict=True))  # A's TD: one step
     assert batch[6].max() == (3 if steps > 1 and follows else 0)  # the rows ahead that V's target reaches
     assert torch.equal(value, papers_step[0]) == (batch[6].max() == 0)
+
+
+@pytest.mark.parametrize("pair", HORIZON_PAIRS)
+def test_the_value_horizons_step_is_the_per_sample_formula(pair, float64):
+    """With the rows ahead reached (n = 4), Delta-theta = mean over rows of (V(s) + dt A(s, a) - G) / dt dV(s)/dtheta,
+    G the n-step target (harness.horizon.horizon_target, checked row by row below): V's TD error is Q minus G."""
+    papers, variant, _ = HORIZON_PAIRS[pair]
+    dt, gamma = 0.01, 0.8
+    torch.manual_seed(0)
+    normalizer = papers.Normalizer(3)
+    networks = [papers.Value(3, 16, normalizer), papers.Advantage(3, 2, 16, normalizer)]
+    networks += [papers.Actor(3, 2, 16, normalizer)] if pair == "continuous" else []
+    torch.set_default_dtype(torch.float32)  # the replay memory's rows are float32; the step in float64 (exact sums)
+    _, buffer = horizon_buffers(pair, follows=True)
+    torch.set_default_dtype(torch.float64)
+    batch = [field[0].double() if field.is_floating_point() else field[0] for field in buffer.sample(1, 16, 4)]
+    obs, action, reward, terminated, next_obs, *ahead = batch
+    value, advantage = networks[:2]
+    with torch.no_grad():
+        targets = harness.horizon.horizon_target(reward, *ahead, value, dt, gamma)
+    expected = 0
+    for row in range(len(obs)):
+        state = obs[row : row + 1]
+        if pair == "discrete":
+            advantages = advantage(state)[0]
+            advantage_taken = advantages[action[row].item()] - advantages.max()
+        else:
+            advantage_taken = advantage(state, action[row : row + 1]) - advantage(state, networks[2](state))
+        q = value(state) + dt * advantage_taken
+        gradient = per_sample_gradient(value(state).sum(), list(value.parameters()))
+        expected += (q - targets[row]).item() / dt * gradient
+    assert ahead[1].max() == 3 and ahead[1].min() < 3  # some rows reach all three rows ahead, some fewer
+    before = flat(value)
+    optimizer = torch.optim.SGD([p for network in networks for p in network.parameters()], lr=1.0)
+    variant.update(batch, *networks, optimizer, dt, gamma)
+    torch.testing.assert_close(before - flat(value), expected / len(obs), rtol=1e-9, atol=1e-12)
 
 
 def test_the_value_horizons_target_is_the_n_step_return_cut_where_the_greedy_policy_leaves_the_data():
