@@ -26,7 +26,8 @@ from harness.files import save_checkpoint
 # The variant's --exploration ou-scaled: its running spread averages over 1 / kappa = 2 s here (at the default
 # kappa 7.5, a spread lost at the resume would not change an action in this short run).
 OU_SCALED = ["--exploration", "ou-scaled", "--ou-kappa", "0.5"]
-# dau_discrete_horizon.py's options: which rows continue their env's previous one is read from the restored memory.
+# dau_discrete_horizon.py's options (and dau_continuous_horizon.py's --value-horizon): which rows continue their env's
+# previous one is read from the restored memory.
 HORIZON = ["--value-horizon", "0.05", "--advantage-without-terminal-rows", "--advantage-rate-clip", "50"]
 SLOW = pytest.mark.slow  # the quick tier (-m "not slow") resumes one script, dau_discrete.py
 CASES = [
@@ -35,6 +36,7 @@ CASES = [
     ("dau_discrete.py", "CartPole-v1", ["--eval-every", "12"]),
     pytest.param("dau_discrete_beyond_paper.py", "CartPole-v1", ["--eval-every", "12", *OU_SCALED], marks=SLOW),
     pytest.param("dau_discrete_horizon.py", "CartPole-v1", ["--eval-every", "12", *HORIZON], marks=SLOW),
+    pytest.param("dau_continuous_horizon.py", "Pendulum-v1", ["--value-horizon", "0.05"], marks=SLOW),
     pytest.param("dqn_baseline.py", "CartPole-v1", ["--tau", "0.5"], marks=SLOW),
     pytest.param("dau_continuous.py", "HalfCheetah-v4", [], marks=SLOW),
 ]
