@@ -101,15 +101,18 @@ def mean_and_range(values, spec):
 
 
 def summary_table(by_dt, window, reward_rate=None):
-    """Markdown: per dt, the mean over seeds (range) of each run's mean over its last `window` seconds."""
-    names = [*SUMMARY, *(["V / balance"] if reward_rate is not None else [])]
+    """Markdown: per dt, the mean over seeds (range) of each run's mean over its last `window` seconds, of the SUMMARY
+    columns every run has (the continuous scripts log no changed-action share)."""
+    runs = [columns for seeds in by_dt.values() for _, columns in seeds]
+    logged = [name for name, column in SUMMARY.items() if all(column in columns for columns in runs)]
+    names = [*logged, *(["V / balance"] if reward_rate is not None else [])]
     lines = ["| dt | seeds | " + " | ".join(f"{name} (last {window:g} s)" for name in names) + " |",
              "|---" * (len(names) + 2) + "|"]  # fmt: skip
     for dt, seeds in sorted(by_dt.items(), reverse=True):
         per_run = []
         for times, columns in seeds:
             last = times > times[-1] - window
-            means = {name: columns[column][last].mean() for name, column in SUMMARY.items()}
+            means = {name: columns[SUMMARY[name]][last].mean() for name in logged}
             if reward_rate is not None:
                 balance = (
                     (reward_rate + means["abs(A)"])

@@ -483,6 +483,12 @@ def test_the_diagnostics_summary_table(tmp_path):
     assert "balance" not in diagnostics.summary_table(
         diagnostics.load_diagnostics(tmp_path / "runs", "Pendulum-v1", "DAU"), 20
     )
+    continuous = write_run(tmp_path / "continuous", "dau_continuous.py", 0.01, 1, [0, 0])  # no changed-action share
+    (continuous / "diagnostics.csv").write_text("physical_time,losses/td,values/v,values/abs_advantage,"
+                                                "batch/terminal_share\n30,0,-50,2,0\n")  # fmt: skip
+    table = diagnostics.summary_table(diagnostics.load_diagnostics(tmp_path / "continuous", "Pendulum-v1", "DAU"), 20)
+    row = "| 0.01 | 1 | -50.0 (-50.0--50.0) | 2.0 (2.0-2.0) | 0.0000 (0.0000-0.0000) |"
+    assert "changed" not in table and table.splitlines()[2] == row
 
 
 def test_the_diagnostics_probe_table(tmp_path):
