@@ -47,6 +47,7 @@ KEPT_GRIDS = [
        f"{RESULTS}/cartpole_clip_probes") for clip in (("advantage_rate_clip=430,2000",), ())],  # issue 56's probes
     (("cartpole_dau_horizon",), ("value_horizon=0.05", "seed=1,2,3,4,5", "dt=0.01,0.005"),
      f"{RESULTS}/cartpole_horizon_12600"),  # its coarse steps at the paper's budget
+    (("pendulum_dau_horizon",), FIVE_SEEDS, f"{RESULTS}/pendulum_horizon_grid"),  # issue 56's continuous horizon
 ]  # fmt: skip
 
 

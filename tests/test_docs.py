@@ -73,6 +73,7 @@ TABLE_RUNS = {
     "robustness_cartpole_value_lr.md": ROOT / "docs" / "results" / "cartpole_value_lr_grid",
     "robustness_cartpole_sqrt_rule.md": ROOT / "docs" / "results" / "cartpole_sqrt_rule_grid",
     "robustness_cartpole_horizon.md": ROOT / "docs" / "results" / "cartpole_horizon_grid",
+    "robustness_pendulum_horizon.md": ROOT / "docs" / "results" / "pendulum_horizon_grid",
 }
 
 
@@ -132,6 +133,11 @@ COMPARISONS = {
         "labels": ("`--learning-rate-reference-dt 0.01`",),
     },
     "horizon": {"variants": (RESULTS / "cartpole_horizon_grid",), "labels": ("`--value-horizon 0.05`",)},
+    "pendulum_horizon": {
+        "variants": (RESULTS / "pendulum_horizon_grid",),
+        "labels": ("`--value-horizon 0.05`",),
+        "env_id": "Pendulum-v1",
+    },
 }
 
 
