@@ -84,7 +84,9 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
 
 def check_args(args):
     """Refuse values of this script's own flags that cannot give a meaningful run (the harness checks the rest)."""
-    require_positive(args, "policy_learning_rate", *(["value_horizon"] if args.value_horizon is not None else []))
+    require_positive(args, "policy_learning_rate")
+    if args.value_horizon is not None:
+        require_positive(args, "value_horizon")
     return 1 if args.value_horizon else 0  # floats a replay row holds beyond (s, a, r, d, s'): `follows`
 
 

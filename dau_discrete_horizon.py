@@ -360,8 +360,8 @@ if __name__ == "__main__":
                     action = explore(advantages, noise, args.exploration, args.epsilon)
                     changed_action += (action != advantages.argmax(-1)).float().mean()
                     # --value-horizon: whether each row continues its env's previous row's return (a greedy action)
-                    greedy = action == advantages.argmax(-1)
-                    continues = [follows(buffer, obs_tensor, greedy)] if args.value_horizon else []
+                    continues = ([follows(buffer, obs_tensor, action == advantages.argmax(-1))]
+                                 if args.value_horizon else [])  # fmt: skip
                     action = action.cpu().numpy()
                 next_obs, reward, terminated, real_next_obs = env_step(envs, action)
                 failures += int(terminated.sum())
