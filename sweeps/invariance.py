@@ -6,6 +6,7 @@ algorithm label, in this form (other tools read it):
 
     python sweeps/invariance.py --runs docs/results docs/results/cartpole_value_lr_grid   # variants on one scale
     python sweeps/invariance.py --runs docs/results --seeds-for 0.1   # seeds per dt for an interval of +-0.1
+    python sweeps/invariance.py --runs docs/results docs/results/bipedal_horizon_grid --dts 0.01 0.005   # shared steps
     python sweeps/invariance.py --calibrate   # coverage and power on synthetic grids
 
 Each run's score is the mean of its evaluations over the second half of its training time, on the environment's
@@ -38,6 +39,9 @@ class Options:
     """folders of runs (each <folder>/<run_name>/run.json), read together: one scale per environment"""
     env_ids: tuple[str, ...] = ()
     """only these environments; empty: all"""
+    dts: tuple[float, ...] = ()
+    """only the runs at these steps (to set a grid that lacks a step beside one that has it, on the steps both
+    have); empty: all"""
     seeds_for: float | None = None
     """also print, per env and algorithm, the seeds per dt its fine/coarse interval needs to be +-this wide at its
     own spread (the delta method on its per-dt means and SDs)"""
@@ -110,8 +114,15 @@ def main(options):
     if missing:
         sys.exit(f"error: --runs {' '.join(missing)}: not a folder")
     runs = plot.load_runs(options.runs, options.env_ids)
+    if options.dts:
+        runs = {env_id: {algorithm: kept for algorithm, by_dt in algorithms.items()
+                         if (kept := {dt: curves for dt, curves in by_dt.items()
+                                      if any(math.isclose(dt, step) for step in options.dts)})}
+                for env_id, algorithms in runs.items()}  # fmt: skip
+        runs = {env_id: algorithms for env_id, algorithms in runs.items() if algorithms}
     if not runs:
-        sys.exit(f"error: no finished runs in {' '.join(map(str, options.runs))}")
+        steps = f" at --dts {' '.join(f'{dt:g}' for dt in options.dts)}" if options.dts else ""
+        sys.exit(f"error: no finished runs{steps} in {' '.join(map(str, options.runs))}")
     for line in plot.invariance_lines(runs):
         print(line)
     if options.seeds_for is not None:

@@ -84,3 +84,18 @@ def test_the_command_prints_one_line_per_env_and_label_of_the_archive():
     missing = subprocess.run([sys.executable, "sweeps/invariance.py", "--runs", "no/such/folder"], cwd=ROOT,
                              capture_output=True, text=True, timeout=60)  # fmt: skip
     assert missing.returncode != 0 and "no/such/folder" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_dts_reads_only_the_runs_at_those_steps(capsys):
+    """--dts: the statistic of the runs at the steps given, on their own scale, as if no other step had run; a step
+    with no runs is refused."""
+    grid = ROOT / "docs" / "results" / "pendulum_horizon_grid"  # five steps
+    options = invariance.Options(runs=(grid,), dts=(0.01, 0.001))
+    invariance.main(options)
+    printed = capsys.readouterr().out.splitlines()
+    runs = plot.load_runs(grid)
+    shared = {env_id: {algorithm: {dt: by_dt[dt] for dt in (0.01, 0.001)} for algorithm, by_dt in algorithms.items()}
+              for env_id, algorithms in runs.items()}  # fmt: skip
+    assert printed == plot.invariance_lines(shared) != plot.invariance_lines(runs)
+    with pytest.raises(SystemExit, match="no finished runs at --dts 0.003"):
+        invariance.main(invariance.Options(runs=options.runs, dts=(0.003,)))
