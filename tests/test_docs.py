@@ -74,6 +74,7 @@ TABLE_RUNS = {
     "robustness_cartpole_sqrt_rule.md": ROOT / "docs" / "results" / "cartpole_sqrt_rule_grid",
     "robustness_cartpole_horizon.md": ROOT / "docs" / "results" / "cartpole_horizon_grid",
     "robustness_pendulum_horizon.md": ROOT / "docs" / "results" / "pendulum_horizon_grid",
+    "robustness_bipedal_horizon.md": ROOT / "docs" / "results" / "bipedal_horizon_grid",
 }
 
 
@@ -137,6 +138,12 @@ COMPARISONS = {
         "variants": (RESULTS / "pendulum_horizon_grid",),
         "labels": ("`--value-horizon 0.05`",),
         "env_id": "Pendulum-v1",
+    },
+    "bipedal_horizon": {
+        "variants": (RESULTS / "bipedal_horizon_grid",),
+        "labels": ("`--value-horizon 0.05`",),
+        "env_id": "BipedalWalker-v3",
+        "total_time": 20000,
     },
 }
 
