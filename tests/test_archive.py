@@ -10,7 +10,7 @@ import time
 from unittest.mock import patch
 
 import pytest
-from helpers import ROOT, TINY_SWEEP, executor, start_and_signal
+from helpers import ROOT, TINY_SWEEP, executor, read_csv, start_and_signal
 
 from harness.checkpoint import CHECKPOINT
 from harness.run_info import NON_FINITE_LOSS, VALUE_BEFORE, run_identity
@@ -50,6 +50,7 @@ KEPT_GRIDS = [
     (("pendulum_dau_horizon",), FIVE_SEEDS, f"{RESULTS}/pendulum_horizon_grid"),  # issue 56's continuous horizon
     (("bipedal_dau_horizon",), ("total_time=20000", "seed=1,2,3,4,5", "dt=0.01,0.005"),
      f"{RESULTS}/bipedal_horizon_grid"),  # and on BipedalWalker (dt 0.002 not yet run)
+    (("bipedal_dau",), ("total_time=20000", "seed=1,2", "dt=0.01,0.005"), f"{RESULTS}/bipedal_dau_diagnostics"),
 ]  # fmt: skip
 
 
@@ -329,3 +330,31 @@ def test_the_code_that_made_a_run_is_read_from_run_json():
     assert archive.code_of({"code": resumed}) == "0123456+changes then fffffff"
     resumed_since = [{"commit": "unrecorded", "uncommitted_changes": None}, resumed[1]]  # a run older than the record
     assert archive.code_of({"code": resumed_since}) == "unrecorded then fffffff"
+
+
+# Kept runs made again later for a file the first ones lack (diagnostics.csv): (the reruns' folder, the first runs').
+RERUNS = [(f"{RESULTS}/bipedal_dau_diagnostics", RESULTS)]
+
+
+@pytest.mark.parametrize("reruns,first", RERUNS, ids=lambda value: value.split("/")[-1])
+def test_a_kept_run_made_again_logs_the_same_evaluations(reruns, first):
+    """Same seed, same numbers across sessions and commits: each rerun's evals.csv is its first run's, the wall-time
+    column aside, up to the one evaluation the schedule moved since (docs/log.md, 2026-11-26: BipedalWalker at dt
+    0.005, 16012.8 -> 16000 s). From there on the evaluations' terrains differ: an evaluation env whose episode ends
+    first starts another while the others finish, so the draws it has made depend on the policy evaluated."""
+    first_runs = {run_identity(info["script"], info["args"]): info for info in run_local.finished_runs(ROOT / first)}
+    made_again = run_local.finished_runs(ROOT / reruns)
+    assert made_again, reruns
+
+    def evaluations(folder, info):
+        return [{name: value for name, value in row.items() if name != "wall_time"}
+                for row in read_csv(ROOT / folder / info["run_name"] / "evals.csv")]  # fmt: skip
+
+    for info in made_again:
+        original = first_runs[run_identity(info["script"], info["args"])]
+        again, before = evaluations(reruns, info), evaluations(first, original)
+        times = zip((row["physical_time"] for row in again), (row["physical_time"] for row in before), strict=True)
+        moved = [index for index, (time, first_time) in enumerate(times) if time != first_time]
+        assert len(moved) <= 1, (info["run_name"], moved)  # the schedule moved at most one evaluation of a run
+        same_until = moved[0] if moved else len(again)
+        assert again[:same_until] == before[:same_until], info["run_name"]
