@@ -104,6 +104,18 @@ def calibration_table():
     return "\n".join(lines)
 
 
+def at_steps(runs, dts):
+    """load_runs' {env_id: {algorithm: {dt: [Curve]}}} at these steps only; an algorithm with no run there is left
+    out, and so is an environment with none."""
+    kept = {}
+    for env_id, algorithms in runs.items():
+        for algorithm, by_dt in algorithms.items():
+            at = {dt: curves for dt, curves in by_dt.items() if any(math.isclose(dt, step) for step in dts)}
+            if at:
+                kept.setdefault(env_id, {})[algorithm] = at
+    return kept
+
+
 def main(options):
     if options.calibrate:
         print(calibration_table())
@@ -115,11 +127,7 @@ def main(options):
         sys.exit(f"error: --runs {' '.join(missing)}: not a folder")
     runs = plot.load_runs(options.runs, options.env_ids)
     if options.dts:
-        runs = {env_id: {algorithm: kept for algorithm, by_dt in algorithms.items()
-                         if (kept := {dt: curves for dt, curves in by_dt.items()
-                                      if any(math.isclose(dt, step) for step in options.dts)})}
-                for env_id, algorithms in runs.items()}  # fmt: skip
-        runs = {env_id: algorithms for env_id, algorithms in runs.items() if algorithms}
+        runs = at_steps(runs, options.dts)
     if not runs:
         steps = f" at --dts {' '.join(f'{dt:g}' for dt in options.dts)}" if options.dts else ""
         sys.exit(f"error: no finished runs{steps} in {' '.join(map(str, options.runs))}")
