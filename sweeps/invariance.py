@@ -8,6 +8,18 @@ algorithm label, in this form (other tools read it):
     python sweeps/invariance.py --runs docs/results --seeds-for 0.1   # seeds per dt for an interval of +-0.1
     python sweeps/invariance.py --runs docs/results docs/results/bipedal_horizon_grid --dts 0.01 0.005   # shared steps
     python sweeps/invariance.py --calibrate   # coverage and power on synthetic grids
+    python sweeps/invariance.py --runs docs/results/cartpole_horizon_grid --power-at 15 30   # seeds a dip needs
+
+Then one line per environment and label that sees every step, not only the two ends (issue 64):
+
+    every-step CartPole-v1 DAU 0.01: 1.45 [1.21, 1.70], 15/15; 0.005: 1.13 [0.89, 1.38], 12/15; 0.002: 0.90 \\
+        [0.67, 1.14], 8/15; 0.001: 0.85 [0.61, 1.10], 10/15; 0.0005: 0.67 [0.44, 0.90], 6/15; departs: dt 0.01 \\
+        above, dt 0.0005 below; seeds 15
+
+each dt's mean score over the mean of all its dt's mean scores, with 95% intervals that hold for every dt at once
+(plot.every_step: a residual bootstrap, Bonferroni over the dt), then the runs that learn there (score at least
+0.5), and the dt whose interval excludes 1. An option is more robust than the paper's DAU only where it does no worse
+at every step and better at some (compare.py's every-step verdict).
 
 Each run's score is the mean of its evaluations over the second half of its training time, on the environment's
 normalised scale (0: untrained, 1: the best mean of any algorithm and dt among the runs read); fine/coarse is the
@@ -45,21 +57,28 @@ class Options:
     seeds_for: float | None = None
     """also print, per env and algorithm, the seeds per dt its fine/coarse interval needs to be +-this wide at its
     own spread (the delta method on its per-dt means and SDs)"""
+    power_at: tuple[int, ...] = ()
+    """also print, per env and label, how often the every-step interval of its worst dt would lie below 1 at these
+    seeds per dt, its runs redrawn with replacement from its own runs at each dt (200 grids): the seeds a departure
+    of the size and spread seen needs"""
     calibrate: bool = False
     """print the coverage and power of the interval on synthetic grids (200 each) at 5, 10 and 15 seeds, and exit"""
 
 
-def synthetic_grid(rng, seeds, fine_factor=1.0, bimodal=False, sd=COARSE_SD):
+def synthetic_grid(rng, seeds, fine_factor=1.0, bimodal=False, sd=COARSE_SD, dip=None, split=None):
     """{dt: normalised scores} of a synthetic CartPole grid: normal runs around LEVEL with SD `sd`, or bimodal ones
-    (balance or stall); the two finest dt's scores times fine_factor (0.7: a method 30% worse there)."""
+    (balance or stall); the two finest dt's scores times fine_factor (0.7: a method 30% worse there); dip=(dt,
+    factor): that dt's scores times factor; split=(dt, share): that share of that dt's runs stall."""
     grid = {}
     for index, dt in enumerate(DTS):
         if bimodal:
             returns = np.where(rng.random(seeds) < 0.78, rng.normal(480, 20, seeds), rng.normal(120, 40, seeds))
         else:
             returns = rng.normal(LEVEL, sd, seeds)
+        if split and dt == split[0]:
+            returns = np.where(rng.random(seeds) < split[1], rng.normal(120, 40, seeds), returns)
         score = (returns - UNTRAINED) / (BEST - UNTRAINED)
-        grid[dt] = score * (fine_factor if index >= len(DTS) - 2 else 1.0)
+        grid[dt] = score * (fine_factor if index >= len(DTS) - 2 else 1.0) * (dip[1] if dip and dt == dip[0] else 1.0)
     return grid
 
 
@@ -73,6 +92,49 @@ def calibration(seeds, fine_factor, bimodal, grids=200, resamples=2000, statisti
         ratio_covers += result.ratio_interval[0] <= 1 <= result.ratio_interval[1]
         slope_covers += result.slope_interval[0] <= 0 <= result.slope_interval[1]
     return ratio_covers / grids, slope_covers / grids
+
+
+# The departures seen on CartPole (issue 64, the 0.05-s horizon's 15-seed grid): at dt 0.002 a mean score 0.57 of its
+# other steps' (174 against 286); at dt 0.01, 7 of 15 runs below 150 where the paper's DAU has none.
+DEPARTURES = {"dip": {"dip": (0.002, 0.57)}, "split": {"split": (0.01, 0.5)}}
+
+
+def every_step_calibration(seeds, bimodal, departure=None, grids=200, resamples=2000, simultaneous=True):
+    """With no departure, the share of `grids` synthetic grids whose every-step intervals all cover 1 (coverage for an
+    invariant method); with one of DEPARTURES, the share whose interval at the departed dt lies below 1 (power)."""
+    kind = 1 + list(DEPARTURES).index(departure) if departure else 0
+    rng = np.random.default_rng(seeds * 1000 + bimodal + 10 * kind)
+    changes = DEPARTURES.get(departure, {})
+    hits = 0
+    for index in range(grids):
+        grid = synthetic_grid(rng, seeds, bimodal=bimodal, **changes)
+        result = plot.every_step(grid, resamples=resamples, rng=index, simultaneous=simultaneous)
+        if departure is None:
+            hits += all(low <= 1 <= high for low, high in result.intervals)
+        else:
+            step = result.dts.index(next(iter(changes.values()))[0])
+            hits += result.intervals[step][1] < 1
+    return hits / grids
+
+
+def calibration_table():
+    lines = ["| seeds per dt | spread | invariant: fine/coarse covers 1 | slope covers 0 | 30% worse at the two "
+             "finest: fine/coarse excludes 1 | slope excludes 0 |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for seeds in (5, 10, 15):
+        for bimodal in (False, True):
+            covered = calibration(seeds, 1.0, bimodal)
+            missed = calibration(seeds, 0.7, bimodal)
+            spread = "bimodal (balance or stall)" if bimodal else f"normal, SD {COARSE_SD:g}"
+            lines.append(f"| {seeds} | {spread} | {covered[0]:.3f} | {covered[1]:.3f} | {1 - missed[0]:.3f} | "
+                         f"{1 - missed[1]:.3f} |")  # fmt: skip
+    lines += ["", "| seeds per dt | spread | invariant: every dt covers 1 | dt 0.002 at 0.57 of the others: below 1 | "
+              "half the runs stall at dt 0.01: below 1 |", "|---|---|---|---|---|"]  # fmt: skip
+    for seeds in (5, 10, 15, 20, 30):
+        for bimodal in (False, True):
+            spread = "bimodal (balance or stall)" if bimodal else f"normal, SD {COARSE_SD:g}"
+            shares = [every_step_calibration(seeds, bimodal, departure) for departure in (None, *DEPARTURES)]
+            lines.append(f"| {seeds} | {spread} | " + " | ".join(f"{share:.3f}" for share in shares) + " |")
+    return "\n".join(lines)
 
 
 def seeds_for(by_dt, half_width):
@@ -91,17 +153,19 @@ def seeds_for(by_dt, half_width):
     return max(2, math.ceil(1.96**2 * per_seed / half_width**2))
 
 
-def calibration_table():
-    lines = ["| seeds per dt | spread | invariant: fine/coarse covers 1 | slope covers 0 | 30% worse at the two "
-             "finest: fine/coarse excludes 1 | slope excludes 0 |", "|---|---|---|---|---|---|"]  # fmt: skip
-    for seeds in (5, 10, 15):
-        for bimodal in (False, True):
-            covered = calibration(seeds, 1.0, bimodal)
-            missed = calibration(seeds, 0.7, bimodal)
-            spread = "bimodal (balance or stall)" if bimodal else f"normal, SD {COARSE_SD:g}"
-            lines.append(f"| {seeds} | {spread} | {covered[0]:.3f} | {covered[1]:.3f} | {1 - missed[0]:.3f} | "
-                         f"{1 - missed[1]:.3f} |")  # fmt: skip
-    return "\n".join(lines)
+def departure_power(by_dt, seeds, grids=200, resamples=2000):
+    """The share of `grids` grids of `seeds` runs per dt, drawn with replacement from each dt's own runs `by_dt`
+    (normalised scores), whose every-step interval at the worst dt of `by_dt` lies below 1, and that dt."""
+    worst = plot.every_step(by_dt, resamples=2)
+    if worst.relative is None:
+        return None, None
+    step = worst.dts[int(np.argmin(worst.relative))]
+    rng = np.random.default_rng(seeds)
+    below = 0
+    for index in range(grids):
+        grid = {dt: rng.choice(np.asarray(values), seeds) for dt, values in by_dt.items()}
+        below += (step, "below") in plot.every_step(grid, resamples=resamples, rng=index).departures()
+    return step, below / grids
 
 
 def at_steps(runs, dts):
@@ -131,8 +195,16 @@ def main(options):
     if not runs:
         steps = f" at --dts {' '.join(f'{dt:g}' for dt in options.dts)}" if options.dts else ""
         sys.exit(f"error: no finished runs{steps} in {' '.join(map(str, options.runs))}")
-    for line in plot.invariance_lines(runs):
+    for line in plot.invariance_lines(runs) + plot.invariance_lines(runs, plot.every_step, plot.every_step_line):
         print(line)
+    for env_id, algorithms in runs.items() if options.power_at else ():
+        returns, untrained, best = plot.env_scores(algorithms)
+        for algorithm in sorted(algorithms, key=lambda name: (name != "DAU", name)):
+            scores = plot.normalised(returns[algorithm], untrained, best)
+            shares = [(seeds, *departure_power(scores, seeds)) for seeds in options.power_at]
+            if shares[0][1] is not None:
+                found = ", ".join(f"{share:.2f} at {seeds} seeds" for seeds, _, share in shares)
+                print(f"power {env_id} {algorithm} worst dt {shares[0][1]:g} below 1: {found}")
     if options.seeds_for is not None:
         for env_id, algorithms in runs.items():
             returns, untrained, best = plot.env_scores(algorithms)

@@ -1,6 +1,7 @@
 """The invariance statistic (sweeps/plot.py's invariance, sweeps/invariance.py): its arithmetic, its calibration
 on synthetic grids with CartPole's spreads, and the command's one line per env and algorithm."""
 
+import functools
 import re
 import subprocess
 import sys
@@ -14,6 +15,9 @@ import invariance  # noqa: E402
 import plot  # noqa: E402
 
 LINE = re.compile(r"invariance (\S+) (\S+) fine/coarse (\S+) \[(\S+), (\S+)\] slope (\S+) \[(\S+), (\S+)\] seeds (\d+)")
+STEP = r"[\d.]+: (?:\S+ \[\S+, \S+\]|\S+), \d+/\d+"
+DEPARTS = r"(?:none|—|dt \S+ (?:above|below)(?:, dt \S+ (?:above|below))*)"
+EVERY = re.compile(rf"every-step (\S+) (\S+) {STEP}(?:; {STEP})*; departs: {DEPARTS}; seeds \d+")
 
 
 def test_fine_over_coarse_pools_the_two_finest_and_the_two_coarsest_dt():
@@ -62,6 +66,54 @@ def test_the_power_test_fails_for_an_interval_that_does_not_resample_within_dt()
     assert 1 - ratio_coverage < 0.8
 
 
+def test_every_step_sets_each_dt_against_the_mean_of_all_and_counts_the_runs_that_learn():
+    """Each dt's mean score over the mean of the dt's means; without spread the intervals are the points, and a dt
+    below the others departs below 1 (the others, above it, above 1); a run learns at a score of 0.5 or more."""
+    scores = {0.01: [1.0, 1.0], 0.005: [1.0, 1.0], 0.002: [0.5, 0.5], 0.001: [1.0, 1.0], 0.0005: [0.0, 1.0]}
+    result = plot.every_step(scores, resamples=200)
+    level = (1.0 + 1.0 + 0.5 + 1.0 + 0.5) / 5
+    assert result.relative == pytest.approx((1 / level, 1 / level, 0.5 / level, 1 / level, 0.5 / level))
+    assert result.learned == ((2, 2), (2, 2), (2, 2), (2, 2), (1, 2)) and result.seeds == 2
+    flat = plot.every_step({dt: [0.8, 0.8, 0.8] for dt in invariance.DTS}, resamples=200)
+    assert flat.relative == pytest.approx((1.0,) * 5) and flat.departures() == []
+    dipped = plot.every_step({dt: [0.4 if dt == 0.002 else 0.8] * 3 for dt in invariance.DTS}, resamples=200)
+    assert dipped.departures() == [(0.01, "above"), (0.005, "above"), (0.002, "below"), (0.001, "above"),
+                                   (0.0005, "above")]  # fmt: skip
+    assert plot.every_step({0.01: [-0.1], 0.001: [0.0]}).relative is None  # nothing learned on average: no level
+
+
+@pytest.mark.parametrize("bimodal", [False, True], ids=["normal", "bimodal"])
+def test_an_invariant_methods_every_step_intervals_all_cover_1_at_10_seeds(bimodal):
+    """200 synthetic invariant grids: every dt's interval covers 1 at once in at least 90% of them, with CartPole's
+    spreads (SD 64, or runs that balance or stall)."""
+    assert invariance.every_step_calibration(10, bimodal) >= 0.9
+
+
+def test_every_step_finds_the_dip_and_the_split_seen_on_cartpole():
+    """Power, normal spread: the horizon's dip at dt 0.002 (0.57 of its other steps) is found below 1 in at least 90%
+    of grids at 10 seeds; half the runs stalling at dt 0.01 in at least 80% at 15 seeds."""
+    assert invariance.every_step_calibration(10, False, "dip") >= 0.9
+    assert invariance.every_step_calibration(15, False, "split") >= 0.8
+
+
+def test_every_steps_coverage_test_fails_for_intervals_not_made_simultaneous():
+    """The coverage test can fail: plain 95% intervals at each of the five dt (no Bonferroni) all cover 1 in fewer
+    than 90% of bimodal invariant grids at 15 seeds, so a method would be said to dip where it does not."""
+    assert invariance.every_step_calibration(15, True, simultaneous=False) < 0.9
+
+
+def test_the_power_at_more_seeds_is_drawn_from_the_runs_own_spread():
+    """departure_power: runs redrawn from each dt's own; a clear dip (half the level, little spread) is found at
+    every draw, the same dip hidden in a wide spread less often, and more often with more seeds."""
+    rng = np.random.default_rng(1)
+    clear = {dt: rng.normal(0.4 if dt == 0.002 else 0.8, 0.02, 10) for dt in invariance.DTS}
+    assert invariance.departure_power(clear, 5, grids=50, resamples=500) == (0.002, 1.0)
+    wide = {dt: np.repeat([0.1, 1.0], [6, 4] if dt == 0.002 else [3, 7]) for dt in invariance.DTS}  # stall or balance
+    step, few = invariance.departure_power(wide, 5, grids=100, resamples=500)
+    assert step == 0.002 and few < invariance.departure_power(wide, 40, grids=100, resamples=500)[1]
+    assert few < 0.8
+
+
 def test_the_seeds_needed_grow_with_the_spread_and_shrink_with_the_width():
     rng = np.random.default_rng(0)
     narrow = {dt: rng.normal(1.0, 0.1, 20) for dt in invariance.DTS}
@@ -73,14 +125,20 @@ def test_the_command_prints_one_line_per_env_and_label_of_the_archive():
     result = subprocess.run([sys.executable, "sweeps/invariance.py", "--runs", "docs/results"], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    lines = [line for line in result.stdout.splitlines() if line.startswith("invariance ")]
+    every = [line for line in result.stdout.splitlines() if line.startswith("every-step ")]
+    assert len(lines) + len(every) == len(result.stdout.splitlines())
     assert all(LINE.fullmatch(line) for line in lines), lines
+    assert all(EVERY.fullmatch(line) for line in every), every
     found = {LINE.fullmatch(line).group(1, 2) for line in lines}
     runs = plot.load_runs(ROOT / "docs" / "results")
     assert found == {(env_id, label) for env_id, algorithms in runs.items() for label in algorithms}
+    assert found == {EVERY.fullmatch(line).group(1, 2) for line in every}
     assert len(found) == len(lines) and ("CartPole-v1", "DQN-unscaled") in found and ("Pendulum-v1", "DAU") in found
     example = [line.strip() for line in invariance.__doc__.splitlines() if line.strip().startswith("invariance ")]
     assert example and set(example) <= set(lines), example  # the docstring's example is what the command prints
+    every_example = invariance.__doc__.split("    every-step ")[1].split("\n\n")[0]
+    assert "every-step " + " ".join(every_example.replace("\\\n", " ").split()) in every
     missing = subprocess.run([sys.executable, "sweeps/invariance.py", "--runs", "no/such/folder"], cwd=ROOT,
                              capture_output=True, text=True, timeout=60)  # fmt: skip
     assert missing.returncode != 0 and "no/such/folder" in missing.stderr and "Traceback" not in missing.stderr
@@ -96,6 +154,7 @@ def test_dts_reads_only_the_runs_at_those_steps(capsys):
     runs = plot.load_runs(grid)
     shared = {env_id: {algorithm: {dt: by_dt[dt] for dt in (0.01, 0.001)} for algorithm, by_dt in algorithms.items()}
               for env_id, algorithms in runs.items()}  # fmt: skip
-    assert printed == plot.invariance_lines(shared) != plot.invariance_lines(runs)
+    every = functools.partial(plot.invariance_lines, statistic=plot.every_step, line=plot.every_step_line)
+    assert printed == plot.invariance_lines(shared) + every(shared) != plot.invariance_lines(runs) + every(runs)
     with pytest.raises(SystemExit, match="no finished runs at --dts 0.003"):
         invariance.main(invariance.Options(runs=options.runs, dts=(0.003,)))

@@ -549,6 +549,24 @@ def test_compare_sets_variants_beside_the_reference_and_refuses_what_it_cannot_c
         compare.comparison_table(dataclasses.replace(options, labels=("paper's DAU",)))
 
 
+def test_a_variant_is_more_robust_only_where_it_is_no_worse_at_every_dt_and_better_at_some():
+    """compare.step_verdict, the rule of issue 64: worse at one dt outweighs better at another; better at one and
+    unresolved elsewhere is more robust; nothing resolved is undecided; missing a dt gives no verdict."""
+    import compare
+
+    reference = {0.01: [0.90, 1.00, 0.95, 0.92], 0.001: [0.50, 0.60, 0.55, 0.52]}
+    worse_and_better = {0.01: [0.20, 0.30, 0.25, 0.22], 0.001: [0.90, 1.00, 0.95, 0.92]}
+    verdict = compare.step_verdict(worse_and_better, reference, resamples=2000)
+    assert verdict.startswith("dt 0.01 -0.70 [") and verdict.endswith("worse at dt 0.01)")
+    assert "not more robust" in verdict and "dt 0.001 +0.40 [" in verdict
+    better_at_one = {0.01: reference[0.01], 0.001: worse_and_better[0.001]}
+    verdict = compare.step_verdict(better_at_one, reference, resamples=2000)
+    assert verdict.startswith("dt 0.01 +0.00 [") and "] unresolved; dt 0.001 +0.40 [" in verdict
+    assert verdict.endswith("] better: more robust (no worse at any dt, better at dt 0.001)")
+    assert compare.step_verdict(reference, reference, resamples=2000).endswith(": undecided (no dt resolved)")
+    assert compare.step_verdict({0.01: reference[0.01]}, reference) == "not at every dt of the reference: no verdict"
+
+
 @pytest.mark.slow
 def test_a_grid_with_round_seconds_knows_its_finished_runs_and_their_cost(workdir, monkeypatch):
     """run.json records the round --round-seconds sets (at dt 0.01, 0.2 s per env: 20 steps, 4 updates), so the
