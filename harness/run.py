@@ -76,7 +76,7 @@ class Run:
                 self.run_lock = claim_run_dir(self.run_dir)  # held until the process ends: no second writer
                 # The commits that ran it (run.json's "code"), read in the script's folder: this one, after a
                 # resumed run's earlier ones.
-                self.code = code_history(self.run_dir, os.path.dirname(os.path.realpath(self.script_file)))
+                self.code = code_history(self.run_dir, self.script_file)
             except ValueError as error:
                 sys.exit(f"error: {error}")
         if args.track:

@@ -81,11 +81,14 @@ def machine_info(device):
             "device": device_name}  # fmt: skip
 
 
-def code_version(folder):
-    """The code in `folder` (the script's): the git commit checked out there, and whether any Python file of its
+def code_version(script):
+    """The code of `script` (a path): the git commit checked out in its folder, and whether any Python file of that
     tree differs from it (modified, staged or untracked; the scripts, dt_wrappers.py and harness/ are what a run
     runs, and a change to tests/ or sweeps/ counts too, to be safe; a change under docs/ does not).
-    {"commit": None, "uncommitted_changes": None} outside a git checkout, in one without a commit, or without git."""
+    {"commit": None, "uncommitted_changes": None} where that commit does not hold the script: outside a git checkout,
+    in one without a commit, without git, or where the script is not tracked (a copy of the scripts in another
+    project's checkout, ignored or not: that checkout's commit would name code the run did not run)."""
+    folder, name = os.path.split(os.path.realpath(script))
 
     def git(*command):  # --no-optional-locks: a run starting during a `git commit` takes no lock of the index
         return subprocess.run(["git", "--no-optional-locks", "-C", folder, *command], capture_output=True, text=True,
@@ -93,10 +96,11 @@ def code_version(folder):
 
     try:
         commit = git("rev-parse", "--verify", "HEAD")
+        tracked = git("ls-files", "--error-unmatch", "--", name)  # exits 1 for a file git does not track
         changes = git("status", "--porcelain", "--untracked-files=all", "--", "*.py")
     except (OSError, subprocess.TimeoutExpired):  # no git on this machine
-        commit = changes = None
-    if commit is None or commit.returncode != 0 or changes.returncode != 0:  # not in a checkout, or none with a commit
+        return {"commit": None, "uncommitted_changes": None}
+    if any(result.returncode != 0 for result in (commit, tracked, changes)):  # no checkout, commit, or tracked script
         return {"commit": None, "uncommitted_changes": None}
     return {"commit": commit.stdout.strip(), "uncommitted_changes": bool(changes.stdout.strip())}
 
@@ -104,7 +108,7 @@ def code_version(folder):
 UNRECORDED = {"commit": "unrecorded", "uncommitted_changes": None}  # the code before run.json recorded it
 
 
-def code_history(run_dir, folder):
+def code_history(run_dir, script):
     """run.json's "code": the code versions (code_version) that ran the run, in order. A resumed run keeps those of
     its run.json and adds its own where it differs from the last (a run resumed by another commit has both)."""
     history, path = [], os.path.join(run_dir, "run.json")
@@ -114,7 +118,7 @@ def code_history(run_dir, folder):
                 history = json.load(file).get("code", [UNRECORDED])  # made by a script from before the record
         except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
             raise ValueError(f"{path} is not a whole run.json ({error}): restore it, or start the run again") from None
-    current = code_version(folder)
+    current = code_version(script)
     return history if history and history[-1] == current else [*history, current]
 
 

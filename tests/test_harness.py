@@ -733,31 +733,52 @@ def test_run_json_names_the_code_it_ran_from(tmp_path):
     """run.json's "code": the commit of the script's checkout and whether its Python files had uncommitted changes
     (a change to the docs does not count); outside a checkout, a record that there is none. A resumed run keeps
     the code versions before it and adds its own where it differs."""
-    assert code_version(tmp_path) == {"commit": None, "uncommitted_changes": None}
+    script = tmp_path / "script.py"
+    script.write_text("print('v1')\n")
+    assert code_version(script) == {"commit": None, "uncommitted_changes": None}
     git(tmp_path, "init", "-q")
-    (tmp_path / "script.py").write_text("print('v1')\n")
     (tmp_path / "notes.md").write_text("notes\n")
     git(tmp_path, "add", ".")
     git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "v1")
     commit = git(tmp_path, "rev-parse", "HEAD").strip()
-    assert code_version(tmp_path) == {"commit": commit, "uncommitted_changes": False}
+    assert code_version(script) == {"commit": commit, "uncommitted_changes": False}
     (tmp_path / "notes.md").write_text("more notes\n")  # the docs change nothing a run computes
-    assert code_version(tmp_path) == {"commit": commit, "uncommitted_changes": False}
-    (tmp_path / "script.py").write_text("print('v2')\n")
-    assert code_version(tmp_path) == {"commit": commit, "uncommitted_changes": True}
+    assert code_version(script) == {"commit": commit, "uncommitted_changes": False}
+    script.write_text("print('v2')\n")
+    assert code_version(script) == {"commit": commit, "uncommitted_changes": True}
     git(tmp_path, "checkout", "-q", "script.py")
     (tmp_path / "patch.py").write_text("")  # a new file the scripts may import
-    assert code_version(tmp_path)["uncommitted_changes"] is True
+    assert code_version(script)["uncommitted_changes"] is True
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    assert code_history(run_dir, tmp_path) == [code_version(tmp_path)]  # a new run
+    assert code_history(run_dir, script) == [code_version(script)]  # a new run
     earlier = {"commit": "f" * 40, "uncommitted_changes": False}
     (run_dir / "run.json").write_text(json.dumps({"code": [earlier]}))
-    assert code_history(run_dir, tmp_path) == [earlier, code_version(tmp_path)]  # resumed by other code
-    (run_dir / "run.json").write_text(json.dumps({"code": [code_version(tmp_path)]}))
-    assert code_history(run_dir, tmp_path) == [code_version(tmp_path)]  # resumed by the same code
+    assert code_history(run_dir, script) == [earlier, code_version(script)]  # resumed by other code
+    (run_dir / "run.json").write_text(json.dumps({"code": [code_version(script)]}))
+    assert code_history(run_dir, script) == [code_version(script)]  # resumed by the same code
     (run_dir / "run.json").write_text(json.dumps({"script": "dau_discrete.py"}))  # from before the record
-    assert code_history(run_dir, tmp_path) == [UNRECORDED, code_version(tmp_path)]
+    assert code_history(run_dir, script) == [UNRECORDED, code_version(script)]
+
+
+@NO_GIT
+def test_a_script_copied_into_another_checkout_records_no_commit(tmp_path):
+    """A copy of a script inside another project's checkout, in an ignored folder or merely untracked, with that
+    checkout clean or not: its commit names code the run did not run, so none is recorded (issue 66)."""
+    git(tmp_path, "init", "-q")
+    (tmp_path / ".gitignore").write_text("vendor/\n")
+    (tmp_path / "theirs.py").write_text("print('their code')\n")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "v1")
+    (tmp_path / "vendor").mkdir()
+    ignored = tmp_path / "vendor" / "dau_discrete.py"
+    shutil.copy(ROOT / "dau_discrete.py", ignored)
+    assert git(tmp_path, "status", "--porcelain") == ""  # the checkout looks clean
+    assert code_version(ignored) == {"commit": None, "uncommitted_changes": None}
+    untracked = tmp_path / "dau_continuous.py"
+    shutil.copy(ROOT / "dau_continuous.py", untracked)
+    assert code_version(untracked) == {"commit": None, "uncommitted_changes": None}
+    assert code_version(tmp_path / "theirs.py")["commit"] == git(tmp_path, "rev-parse", "HEAD").strip()
 
 
 @NO_GIT
@@ -767,7 +788,8 @@ def test_a_run_records_the_code_of_its_scripts_checkout_and_no_identity(tmp_path
     run_script("dqn_baseline.py", "--env-id", "CartPole-v1", *TINY, "--total-time", "0.8", cwd=tmp_path)
     (run_json,) = tmp_path.glob("runs/*/run.json")
     run = json.loads(run_json.read_text())
-    assert run["code"] == [code_version(ROOT)] and run["code"][0]["commit"] == git(ROOT, "rev-parse", "HEAD").strip()
+    assert run["code"] == [code_version(ROOT / "dqn_baseline.py")]
+    assert run["code"][0]["commit"] == git(ROOT, "rev-parse", "HEAD").strip()
     assert "identity" not in run
 
 
