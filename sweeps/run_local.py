@@ -131,18 +131,35 @@ def agent_command(sweep, point):
     return command
 
 
+REFUSED = set()  # run.json files refused so far (readable_runs): each is said once
+
+
+def readable_runs(runs_dir):
+    """(path, run.json) of every run in `runs_dir` whose run.json is whole. One that is not (a copy cut short, a
+    full disk, a hand edit) is refused in one line, once, and the sweep goes on with the rest: it may be another
+    sweep's or an unrelated run's, and raising in a worker would stop every run of this call. Its grid point, if
+    it is one of this sweep's, counts as not done."""
+    readable = []
+    for path in Path(runs_dir).glob("*/run.json"):
+        try:
+            readable.append((path, archive.read_run(path)))
+        except archive.RefusedRuns as error:
+            if path.resolve() not in REFUSED:  # the same file, whichever folder name it was read under
+                REFUSED.add(path.resolve())
+                print(f"refused {error}; going on without it", file=sys.stderr, flush=True)
+    return readable
+
+
 def finished_runs(runs_dir):
     """run.json of every run that ended normally (not interrupted, not crashed)."""
-    runs = [archive.read_run(path) for path in Path(runs_dir).glob("*/run.json")]
-    return [info for info in runs if info and info.get("completed")]
+    return [info for _, info in readable_runs(runs_dir) if info and info.get("completed")]
 
 
 def diverged_runs(runs_dir):
     """run.json of every run stopped by a non-finite loss: run again or resumed, it would diverge again."""
     from harness.run_info import NON_FINITE_LOSS
 
-    runs = [archive.read_run(path) for path in Path(runs_dir).glob("*/run.json")]
-    return [info for info in runs if info and info.get("stopped_by") == NON_FINITE_LOSS]
+    return [info for _, info in readable_runs(runs_dir) if info and info.get("stopped_by") == NON_FINITE_LOSS]
 
 
 def resumable_runs(runs_dir):
@@ -151,8 +168,7 @@ def resumable_runs(runs_dir):
     from harness.run_info import NON_FINITE_LOSS
 
     runs = []
-    for path in sorted(Path(runs_dir).glob("*/run.json"), reverse=True):  # the latest start first
-        info = archive.read_run(path)
+    for path, info in sorted(readable_runs(runs_dir), key=lambda pair: pair[0], reverse=True):  # the latest first
         if info and not info.get("completed") and info.get("stopped_by") != NON_FINITE_LOSS:
             if (path.parent / CHECKPOINT).is_file():
                 runs.append({**info, "run_dir": str(path.parent)})
@@ -430,7 +446,7 @@ def main(options):
         try:
             for future in [pool.submit(work, progress, task) for _ in range(options.workers)]:
                 future.result()
-        except (KeyboardInterrupt, Exception) as error:  # Ctrl-C, or a worker's error (a run.json refused)
+        except (KeyboardInterrupt, Exception) as error:  # Ctrl-C, or a worker's error
             stopping.set()  # the workers start no other run
             with lock:
                 for process in running:  # the scripts stop at the end of a round with a checkpoint
@@ -459,5 +475,5 @@ def main(options):
 if __name__ == "__main__":
     try:
         main(tyro.cli(Options))
-    except archive.RefusedRuns as error:  # a run.json that is not whole, in runs/ or a --results folder
+    except archive.RefusedRuns as error:  # what archive refuses beyond a run.json not whole (readable_runs skips it)
         sys.exit(f"error: {error}")
