@@ -763,12 +763,41 @@ def test_the_failure_boundary_table_and_figure_from_a_runs_checkpoint(tmp_path):
     assert all(parameter.grad.abs().max() == 0 for parameter in advantage.net.parameters())
     assert 0 < exploring.mean() < 0.5
     result = failure_boundary.summary(run_dir)
-    assert result["dt"] == 0.01 and 0 < result["rows"] <= 800
-    assert sum(group["rows"] for group in result["groups"].values()) == result["rows"]
-    for share in ("value_share", "advantage_share"):
-        assert sum(group[share] for group in result["groups"].values()) == pytest.approx(1)
+    # The same numbers from the rows walked here, env by env: each row's steps left to its episode's last step (a
+    # termination, or a truncation: the env's next row does not start from this row's s'), the rows after an env's
+    # last episode end left out. Fails on a group edge off by a step, a share over the wrong rows (A's over all rows,
+    # not only those not greedy) and percentiles of td instead of |td / dt|.
+    obs, _, _, terminated, next_obs = fields
+    num_envs, steps_total = 4, len(obs) // 4
+    steps_left, failed = np.full(len(obs), -1), np.zeros(len(obs), dtype=bool)
+    for env in range(num_envs):
+        episode = []
+        for step in range(steps_total):
+            row = step * num_envs + env
+            episode.append(row)
+            truncated = step + 1 < steps_total and not np.array_equal(next_obs[row], obs[row + num_envs])
+            if terminated[row, 0] or truncated:
+                for left, member in enumerate(reversed(episode), start=1):
+                    steps_left[member], failed[member] = left, bool(terminated[row, 0])
+                episode = []
+    known = steps_left > 0
+    rates = np.abs(tds[: len(obs)]) / 0.01
+    not_greedy_rates = rates * exploring[: len(obs)]  # A's gradient: the rows whose action is not the greedy one
+    assert result["dt"] == 0.01 and result["rows"] == known.sum()
+    edges = [0, 1, 5, 20, 50, 100, 200]  # the groups' edges in steps at dt 0.01: 0, 0.01, 0.05, ..., 2 s
+    groups = {f"{low / 100:g}-{high / 100:g} s": known & failed & (steps_left > low) & (steps_left <= high)
+              for low, high in zip(edges[:-1], edges[1:], strict=True)}  # fmt: skip
+    groups["rest"] = known & ~np.any(list(groups.values()), axis=0)
+    assert sum(members.any() for members in groups.values()) >= 4  # rows in several groups, "rest" among them
+    for name, members in groups.items():
+        group = result["groups"][name]
+        assert group["rows"] == members.sum(), name
+        assert group["value_share"] == pytest.approx(rates[members].sum() / rates[known].sum(), abs=1e-6), name
+        assert group["advantage_share"] == pytest.approx(
+            not_greedy_rates[members].sum() / not_greedy_rates[known].sum(), abs=1e-6
+        ), name
+    assert result["td_rate_percentiles"] == pytest.approx(np.percentile(rates[known], [50, 90, 99]), rel=1e-5)
     text = failure_boundary.table([result])
     assert "| 0.01 | 1 | 0.2-0.5 s |" in text and "| rest |" in text
-    assert result["td_rate_percentiles"] == sorted(result["td_rate_percentiles"])  # 50th <= 90th <= 99th
     failure_boundary.draw([run_dir], tmp_path / "boundary.png")
     assert (tmp_path / "boundary.png").stat().st_size > 10_000

@@ -5,11 +5,12 @@ each option does what its help says (--value-update: test_discrete.py's paper's-
 ou-scaled's resume: test_resume.py)."""
 
 import copy
+import json
 
 import gymnasium as gym
 import pytest
 import torch
-from helpers import TINY, discrete_td, fixed_batch, flat, per_sample_gradient, read_evals, run_script
+from helpers import ROOT, TINY, discrete_td, fixed_batch, flat, per_sample_gradient, read_evals, run_script
 
 import dau_continuous as continuous_paper
 import dau_continuous_horizon as continuous_horizon
@@ -202,16 +203,63 @@ def test_weighted_update_and_decoupled_weight_decay():
     assert not torch.equal(parameters["decayed"], parameters["paper"])
 
 
-def test_the_horizon_options_run_to_another_run_and_a_horizon_of_0_is_refused(papers_run, tmp_path):
-    """Both options on, V's target over 0.05 s (5 steps at dt 0.01): the training loop marks which rows continue
-    their env's previous row (some do, some do not) and the run is another than the paper's; so is a run with A's
-    TD rate clipped at 1 value/s (the flag reaches the update); --value-horizon 0 is refused before any work."""
-    *_, variant = short_run(tmp_path / "variant", "dau_discrete_horizon.py", "--value-horizon", "0.05",
-                            "--advantage-without-terminal-rows")  # fmt: skip
-    replay = variant["state"]["replay"]
+# A script run with the arguments its update() and the horizon's functions are called with recorded (sys.setprofile
+# sees every call of a function by name, the script's own update() included), written as JSON to calls.json.
+RECORD_CALLS = """
+import json, runpy, sys
+sys.path.insert(0, {root!r})
+calls = {{"update": [], "rows_ahead": [], "horizon_target": []}}
+
+
+def profile(frame, event, arg):
+    name = frame.f_code.co_name
+    if event == "call" and name in calls:
+        local = frame.f_locals
+        if name == "update" and frame.f_code.co_filename == {script!r}:
+            calls[name].append([local["dt"], local["gamma"], local["advantage_rate_clip"],
+                                local["without_terminal_rows"], len(local["batch"])])
+        elif name == "rows_ahead":
+            calls[name].append(local["steps"])
+        elif name == "horizon_target":
+            calls[name].append([local["dt"], local["gamma"]])
+
+
+sys.argv[0] = {script!r}
+sys.setprofile(profile)
+try:
+    runpy.run_path({script!r}, run_name="__main__")
+finally:
+    sys.setprofile(None)
+    with open("calls.json", "w") as file:
+        json.dump(calls, file)
+"""
+
+
+def recorded_calls(folder, script, *extra):
+    """The calls RECORD_CALLS records in a short run of `script` with `extra` arguments, each kind as a set."""
+    folder.mkdir()
+    probe = folder / "record_calls.py"
+    probe.write_text(RECORD_CALLS.format(root=str(ROOT), script=str(ROOT / script)))
+    run_script(str(probe), *SHORT, *extra, cwd=folder)
+    return {name: {tuple(call) if isinstance(call, list) else call for call in calls}
+            for name, calls in json.loads((folder / "calls.json").read_text()).items()}  # fmt: skip
+
+
+def test_the_horizon_options_reach_the_update_and_a_horizon_of_0_is_refused(tmp_path):
+    """The training loop passes each option on: with all three (V's target over 0.05 s, 5 steps at dt 0.01), every
+    update() gets A's rate clip, the terminal-row flag, the run's dt and gamma and a batch with the rows ahead (9
+    fields), sampled over 5 steps; the loop marks which rows continue their env's previous row (some do, some do not).
+    Off, update() gets the paper's batch (5 fields) and no option. Fails on an option that does not reach update(), a
+    horizon of another length than round(H / dt) steps, or V's target made with another dt or gamma.
+    --value-horizon 0 is refused before any work."""
+    options = ["--value-horizon", "0.05", "--advantage-without-terminal-rows", "--advantage-rate-clip", "7"]
+    calls = recorded_calls(tmp_path / "on", "dau_discrete_horizon.py", *options)
+    assert calls == {"update": {(0.01, 0.8, 7.0, True, 9)}, "rows_ahead": {5}, "horizon_target": {(0.01, 0.8)}}
+    (run_dir,) = (tmp_path / "on" / "runs").glob("*__*")
+    replay = torch.load(run_dir / "checkpoint.pt", weights_only=True)["state"]["replay"]
     assert 0 < replay["fields"][5][: replay["size"]].mean() < 1
-    assert short_run(tmp_path / "horizon", "dau_discrete_horizon.py", "--value-horizon", "0.05")[1] != papers_run[1]
-    assert short_run(tmp_path / "clip", "dau_discrete_horizon.py", "--advantage-rate-clip", "1")[1] != papers_run[1]
+    off = recorded_calls(tmp_path / "off", "dau_discrete_horizon.py")
+    assert off == {"update": {(0.01, 0.8, None, False, 5)}, "rows_ahead": set(), "horizon_target": set()}
     result = run_script(
         "dau_discrete_horizon.py", *SHORT, "--value-horizon", "0", cwd=tmp_path, check=False, timeout=120
     )
@@ -324,27 +372,67 @@ def test_a_value_horizon_of_one_step_and_the_defaults_are_alg1s_step_bit_for_bit
     assert torch.equal(value, papers_step[0]) == (batch[6].max() == 0)
 
 
+def episodes_in_a_buffer(pair, envs=2, steps=8):
+    """Two envs' `steps` steps, as the scripts add them (follows from harness.horizon, every action greedy): env 0
+    terminates at its step 2 and starts again, env 1 is truncated at its step 5 (its last s' is not the next s).
+    Returns the variant's buffer and each env's transitions (s's id, r, d, s'), s's id (a unique number) the first
+    entry of s, from which a test computes the n-step return on its own."""
+    _, variant, dims = HORIZON_PAIRS[pair]
+    buffer = variant.ReplayBuffer(64, *dims, "cpu", envs)
+    generator = torch.Generator().manual_seed(3)
+    ids, transitions = [[env * 100 + 1] for env in range(envs)], [[] for _ in range(envs)]
+    for step in range(steps):
+        obs = torch.tensor([[ids[env][-1], 0.3 * env, -0.1 * step] for env in range(envs)], dtype=torch.float32)
+        ends = [(0, 2, "terminated"), (1, 5, "truncated")]
+        terminated = torch.tensor([float((env, step, "terminated") in ends) for env in range(envs)])
+        next_ids = [ids[env][-1] + 1 for env in range(envs)]
+        last_ids = [next_ids[env] + 50 if (env, step) in [(end[0], end[1]) for end in ends] else next_ids[env]
+                    for env in range(envs)]  # fmt: skip # an episode's last s' is no row's s
+        next_obs = torch.tensor([[last_ids[env], 0.3 * env, -0.1 * (step + 1)] for env in range(envs)])
+        reward = torch.rand(envs, generator=generator)
+        action = torch.randint(2, (envs, 1), generator=generator) if pair == "discrete" else torch.rand(envs, 2) * 2 - 1
+        buffer.add(obs, action, reward, terminated, next_obs, harness.horizon.follows(buffer, obs))
+        for env in range(envs):
+            transitions[env].append((ids[env][-1], reward[env].item(), terminated[env].item(), next_obs[env]))
+            ids[env].append(next_ids[env])
+    return buffer, transitions
+
+
 @pytest.mark.parametrize("pair", HORIZON_PAIRS)
 def test_the_value_horizons_step_is_the_per_sample_formula(pair, float64):
-    """With the rows ahead reached (n = 4), Delta-theta = mean over rows of (V(s) + dt A(s, a) - G) / dt dV(s)/dtheta,
-    G the n-step target (harness.horizon.horizon_target, checked row by row below): V's TD error is Q minus G."""
+    """With n = 4, Delta-theta = mean over rows of (V(s) + dt A(s, a) - G) / dt dV(s)/dtheta, G the n-step return of
+    the row's own episode, computed here from the envs' transitions: sum_k gamma^(k dt) r_k dt over the steps up to
+    the episode's end, plus gamma^(m dt) V(s_m) unless it terminated. Fails on a discount per step instead of per
+    dt, a cut one row late (a return summed past a termination or a truncation) and a missing termination mask."""
     papers, variant, _ = HORIZON_PAIRS[pair]
-    dt, gamma = 0.01, 0.8
+    dt, gamma, n = 0.01, 0.8, 4
     torch.manual_seed(0)
     normalizer = papers.Normalizer(3)
     networks = [papers.Value(3, 16, normalizer), papers.Advantage(3, 2, 16, normalizer)]
     networks += [papers.Actor(3, 2, 16, normalizer)] if pair == "continuous" else []
     torch.set_default_dtype(torch.float32)  # the replay memory's rows are float32; the step in float64 (exact sums)
-    _, buffer = horizon_buffers(pair, follows=True)
+    buffer, transitions = episodes_in_a_buffer(pair)
     torch.set_default_dtype(torch.float64)
-    batch = [field[0].double() if field.is_floating_point() else field[0] for field in buffer.sample(1, 16, 4)]
-    obs, action, reward, terminated, next_obs, *ahead = batch
+    torch.manual_seed(1)
+    batch = [field[0].double() if field.is_floating_point() else field[0] for field in buffer.sample(1, 32, n)]
+    obs, action, *_ = batch
     value, advantage = networks[:2]
-    with torch.no_grad():
-        targets = harness.horizon.horizon_target(reward, *ahead, value, dt, gamma)
+    steps = {row[0]: (env, step) for env, rows in enumerate(transitions) for step, row in enumerate(rows)}
     expected = 0
     for row in range(len(obs)):
         state = obs[row : row + 1]
+        env, step = steps[int(state[0, 0].item())]
+        episode = transitions[env]
+        reached = []  # the row's own step and the next ones of its episode, n at most
+        for index in range(step, min(step + n, len(episode))):
+            reached.append(episode[index])
+            truncated = index + 1 < len(episode) and episode[index][3][0] != episode[index + 1][0]
+            if episode[index][2] or truncated:  # a termination, or the next row is another episode's
+                break
+        returns = sum(gamma ** (k * dt) * reward * dt for k, (_, reward, _, _) in enumerate(reached))
+        _, _, terminated, s_m = reached[-1]
+        with torch.no_grad():
+            target = returns + (0.0 if terminated else gamma ** (len(reached) * dt) * value(s_m[None].double()).item())
         if pair == "discrete":
             advantages = advantage(state)[0]
             advantage_taken = advantages[action[row].item()] - advantages.max()
@@ -352,8 +440,10 @@ def test_the_value_horizons_step_is_the_per_sample_formula(pair, float64):
             advantage_taken = advantage(state, action[row : row + 1]) - advantage(state, networks[2](state))
         q = value(state) + dt * advantage_taken
         gradient = per_sample_gradient(value(state).sum(), list(value.parameters()))
-        expected += (q - targets[row]).item() / dt * gradient
-    assert ahead[1].max() == 3 and ahead[1].min() < 3  # some rows reach all three rows ahead, some fewer
+        expected += (q - target).item() / dt * gradient
+    reached_ahead = batch[6]
+    assert reached_ahead.max() == n - 1 and 0 in reached_ahead.tolist()  # full horizons and cut ones
+    assert batch[7].max() == 1  # some rows' returns end at a termination
     before = flat(value)
     optimizer = torch.optim.SGD([p for network in networks for p in network.parameters()], lr=1.0)
     variant.update(batch, *networks, optimizer, dt, gamma)
