@@ -133,9 +133,18 @@ PROBE = {"eval": ".1f", "V climb /s": ".4f", "V at end": ".2f", "RMS TD /s": ".1
          "RMSprop A": ".3g", "terminal td^2 share": ".2f"}  # fmt: skip
 
 
+# Also in a probe's table where every run logs them (the continuous scripts log no changed-action share): the means
+# over the window of abs(A) and of how often the exploration changed the greedy action.
+PROBE_IF_LOGGED = {"abs(A)": ("values/abs_advantage", ".2f"), "changed": ("exploration/changed_action", ".4f")}
+
+
 def probe_table(by_dt, start, end):
-    """Markdown: per dt, the mean over seeds (range) of each run's PROBE columns over physical seconds start to end."""
-    lines = ["| dt | seeds | " + " | ".join(PROBE) + " |", "|---" * (len(PROBE) + 2) + "|"]
+    """Markdown: per dt, the mean over seeds (range) of each run's PROBE columns over physical seconds start to end,
+    and those of PROBE_IF_LOGGED that every run has."""
+    runs = [columns for seeds in by_dt.values() for _, columns in seeds]
+    logged = {name: column for name, column in PROBE_IF_LOGGED.items() if all(column[0] in run for run in runs)}
+    names = [*PROBE, *logged]
+    lines = ["| dt | seeds | " + " | ".join(names) + " |", "|---" * (len(names) + 2) + "|"]
     for dt, seeds in sorted(by_dt.items(), reverse=True):
         per_run = []
         for times, columns in seeds:
@@ -148,7 +157,9 @@ def probe_table(by_dt, start, end):
                             "RMSprop V": columns["optimizer/grad_rms_value"][window].mean(),
                             "RMSprop A": columns["optimizer/grad_rms_advantage"][window].mean(),
                             "terminal td^2 share": columns["batch/terminal_td_share"][window].mean()})  # fmt: skip
-        cells = [mean_and_range([run[name] for run in per_run], spec) for name, spec in PROBE.items()]
+            per_run[-1] |= {name: columns[column][window].mean() for name, (column, _) in logged.items()}
+        specs = PROBE | {name: spec for name, (_, spec) in logged.items()}
+        cells = [mean_and_range([run[name] for run in per_run], spec) for name, spec in specs.items()]
         lines.append(f"| {dt:g} | {len(seeds)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

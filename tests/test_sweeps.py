@@ -520,6 +520,17 @@ def test_the_diagnostics_probe_table(tmp_path):
         "| 0.01 | 2 | 17.5 (15.0-20.0) | 1.5000 (1.0000-2.0000) | 60.00 (40.00-80.00) | 2.0 (2.0-2.0) | "
         "1.5 (1-2) | 4.5 (3-6) | 0.50 (0.50-0.50) |"
     )
+    # abs(A) and the changed-action share where every run logs them, here seed 1's and 2's: 0.5 s and 2 s.
+    for seed in (1, 2):
+        (run_dir,) = (tmp_path / "runs").glob(f"*__{seed}__*")
+        lines = (run_dir / "diagnostics.csv").read_text().splitlines()
+        extended = [lines[0] + ",values/abs_advantage,exploration/changed_action"]
+        extended += [f"{line},{0.5 * seed},{0.01 * seed}" for line in lines[1:]]
+        (run_dir / "diagnostics.csv").write_text("\n".join(extended) + "\n")
+    by_dt = diagnostics.load_diagnostics(tmp_path / "runs", "Pendulum-v1", "DAU", seeds=(1, 2))
+    extended = diagnostics.probe_table(by_dt, 15, 40).splitlines()
+    assert extended[0].endswith("| terminal td^2 share | abs(A) | changed |")
+    assert extended[2] == table.splitlines()[2] + " 0.75 (0.50-1.00) | 0.0150 (0.0100-0.0200) |"
     other = tmp_path / "other"
     write_run(other, "dau_discrete.py", 0.01, 1, [0, 0], round_seconds=0.1)
     (next(other.iterdir()) / "diagnostics.csv").write_text("\n".join([header, *rows]) + "\n")
