@@ -23,6 +23,9 @@ that budget when the replay memory never wrapped (the case of CartPole's 10000-s
 
     python sweeps/diagnostics.py --runs docs/results docs/results/cartpole_td_noise --seeds 1 2 3 \
         --algorithms DAU DAU+terminal_rows=64 --probe 150 600 --table probe.md --out probe.png
+
+With --split RETURN, each table twice: for the runs whose second-half mean evaluation is below RETURN, and for the
+others (docs/research/horizon.md: what sets the horizon's failing runs apart from its good ones).
 """
 
 import csv
@@ -69,6 +72,9 @@ class Options:
     """FROM TO: the table is a probe's, over these physical seconds of each run (see above); None: the summary"""
     seeds: tuple[int, ...] = ()
     """only these seeds (a probe's, to set against a grid's runs at the same seeds); empty: all"""
+    split: float | None = None
+    """RETURN: the table apart for the runs whose second-half mean evaluation (plot.py's run_score) is below RETURN
+    and for the others (what sets a grid's failing runs apart from its good ones); None: all runs together"""
 
 
 SUMMARY = {"V": "values/v", "abs(A)": "values/abs_advantage", "changed": "exploration/changed_action",
@@ -91,6 +97,9 @@ def load_diagnostics(runs_dir, env_id, algorithm, seeds=()):
             evals = list(csv.DictReader(file))
         columns["eval_time"] = np.array([float(row["physical_time"]) for row in evals])
         columns["eval_return"] = np.array([float(row["scaled_return"]) for row in evals])
+        second_half = columns["eval_time"] >= run["args"]["total_time"] / 2 - 1e-6  # as plot.py's run_score
+        score = columns["eval_return"][second_half].mean() if second_half.any() else math.nan
+        columns["run_score"] = np.full(len(rows), score)
         by_dt.setdefault(dt, []).append((columns["physical_time"], columns))
     return by_dt
 
@@ -134,8 +143,11 @@ PROBE = {"eval": ".1f", "V climb /s": ".4f", "V at end": ".2f", "RMS TD /s": ".1
 
 
 # Also in a probe's table where every run logs them (the continuous scripts log no changed-action share): the means
-# over the window of abs(A) and of how often the exploration changed the greedy action.
-PROBE_IF_LOGGED = {"abs(A)": ("values/abs_advantage", ".2f"), "changed": ("exploration/changed_action", ".4f")}
+# over the window of abs(A), of how often the exploration changed the greedy action, of the terminations per second
+# of each env's experience and of the terminal transitions' part of the TD loss, mean(d td^2): what a failure teaches.
+PROBE_IF_LOGGED = {"abs(A)": ("values/abs_advantage", ".2f"), "changed": ("exploration/changed_action", ".4f"),
+                   "failures /s": ("training/failures_per_second", ".3f"),
+                   "terminal td^2": ("losses/td_terminal", ".2g")}  # fmt: skip
 
 
 def probe_table(by_dt, start, end):
@@ -209,10 +221,19 @@ def main(options):
     save_figure(figure, options.out)
     print(f"figure: {options.out}")
     if options.table:
-        tables = [f"{algorithm}, {folder}:\n\n"
-                  + (probe_table(by_dt, *options.probe) if options.probe
-                     else summary_table(by_dt, options.window, options.reward_rate))
-                  for (folder, algorithm), by_dt in sources.items()]  # fmt: skip
+        groups = {"": lambda score: True}
+        if options.split is not None:
+            below, rest = f", second-half mean below {options.split:g}", f", second-half mean {options.split:g} or more"
+            groups = {below: lambda score: score < options.split, rest: lambda score: score >= options.split}
+        tables = []
+        for (folder, algorithm), by_dt in sources.items():
+            for title, member in groups.items():
+                kept = {dt: [(times, columns) for times, columns in seeds if member(columns["run_score"][0])]
+                        for dt, seeds in by_dt.items()}  # fmt: skip
+                kept = {dt: seeds for dt, seeds in kept.items() if seeds}
+                table = (probe_table(kept, *options.probe) if options.probe
+                         else summary_table(kept, options.window, options.reward_rate))  # fmt: skip
+                tables.append(f"{algorithm}, {folder}{title}:\n\n{table}")
         print("\n".join(tables))
         options.table.write_text("\n".join(tables))
 

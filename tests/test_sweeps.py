@@ -498,6 +498,26 @@ def test_the_diagnostics_summary_table(tmp_path):
     assert "changed" not in table and table.splitlines()[2] == row
 
 
+def test_split_sets_the_runs_below_a_return_apart_from_the_others(tmp_path):
+    """--split RETURN: each table for the runs whose second-half mean evaluation is below RETURN, then the others."""
+    import diagnostics
+
+    for seed in (1, 2, 3):  # second-half means (evaluations from 20 s of 40) 100, 200, 300
+        run_dir = write_run(tmp_path / "runs", "dau_discrete.py", 0.01, seed, [0, 0, 100 * seed, 100 * seed],
+                            eval_every=15, total_time=40.0)  # fmt: skip
+        rows = [f"{t},{seed},{seed},{seed},0.5" for t in (10, 20, 30, 40)]
+        header = "physical_time,values/v,optimizer/grad_rms_value,optimizer/grad_rms_advantage,batch/terminal_td_share"
+        (run_dir / "diagnostics.csv").write_text("\n".join([header + ",losses/td", *(f"{row},0.0" for row in rows)]))
+    table_path = tmp_path / "split.md"
+    options = diagnostics.Options(runs=(tmp_path / "runs",), env_id="Pendulum-v1", columns=("values/v",),
+                                  probe=(0, 40), split=150, table=table_path, out=tmp_path / "split.png")  # fmt: skip
+    diagnostics.main(options)
+    below, rest = table_path.read_text().split("DAU, " + str(tmp_path / "runs"))[1:]
+    # The probe's column "eval": each run's mean evaluation over 0-40 s (at 0, 15 and 30 s), a third of 100 seed.
+    assert below.startswith(", second-half mean below 150:") and "| 0.01 | 1 | 33.3 (33.3-33.3) |" in below
+    assert rest.startswith(", second-half mean 150 or more:") and "| 0.01 | 2 | 83.3 (66.7-100.0) |" in rest
+
+
 def test_the_diagnostics_probe_table(tmp_path):
     """--probe FROM TO: per dt, each run's mean evaluation from FROM to TO, V's least-squares climb per second and V
     at TO, the RMS TD error per second, RMSprop's denominators and the terminal share of td^2, over the rows after
