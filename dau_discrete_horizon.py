@@ -4,7 +4,8 @@ dau_discrete.py (the paper's Alg. "Deep Advantage Updating (Discrete actions)") 
 off by default, free to combine (issues 49, 56; docs/reproduce.md, "Beyond the paper"). A terminal transition's TD
 error is V's O(1) jump (an action moves CartPole's pole by O(dt^2) in a step): --advantage-without-terminal-rows
 leaves those rows out of A's update. --value-horizon H: V's target over round(H / dt) steps of its env, cut at an
-episode's end or a noise-changed action (as Watkins' Q(lambda)), so its fixed point is the greedy policy's value.
+episode's end or a noise-changed action (as Watkins' Q(lambda)); a row's flag is set when it is written, so its
+fixed point is the value of the greedy actions of the policies that wrote the memory, not of today's greedy policy.
 --advantage-rate-clip c: A's TD rate td / dt clipped to [-c, c] value/s at every dt (as DQN clips its TD error,
 Mnih et al. 2015): near a failure A's target grows as dt shrinks. With its defaults: dau_discrete.py, bit for bit.
 

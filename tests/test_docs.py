@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT / "sweeps"))
 import plot  # noqa: E402
 import spread  # noqa: E402
 
-PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+PAGES = sorted((ROOT / "docs").glob("*.md")) + sorted((ROOT / "docs" / "research").glob("*.md")) + [ROOT / "README.md"]
 SNIPPET = re.compile(r"<!-- from (\S+) -->\n```python\n(.*?)```", re.DOTALL)
 LINK = re.compile(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)")
 HEADING = re.compile(r"^#+ (.+)$", re.MULTILINE)
