@@ -210,9 +210,15 @@ def test_the_headline_spread_is_what_spread_draws_from_the_kept_runs(monkeypatch
     assert (ROOT / "docs" / "figures" / "headline.png").is_file()
 
 
+VERDICT = re.compile(
+    r"\*\*(.+)\*\*(?: \(.+\))?: fine / coarse (—|\S+ \[\S+, \S+\]), slope (\S+ \[\S+, \S+\]), departs: (.+)"
+)
+
+
 def test_the_readme_headline_is_what_invariance_prints():
-    """README's headline table: each row is sweeps/invariance.py's numbers for that env's folder (the 12600-s
-    CartPole grid kept apart), DAU's and the baseline's (unscaled), and the fewest seeds of any dt."""
+    """README's results at a glance: each row's numbers are sweeps/invariance.py's for that env's folder (the
+    12600-s CartPole grid kept apart), DAU's and the baseline's (unscaled): fine / coarse, the slope, the steps that
+    depart from the method's level (its every-step line) and the fewest seeds of any dt."""
     text = (ROOT / "README.md").read_text()
     rows = [line for line in text.splitlines() if re.match(r"\| \S+-v\d \((DDPG|DQN)\) \|", line)]
     assert len(rows) == 6
@@ -225,17 +231,23 @@ def test_the_readme_headline_is_what_invariance_prints():
         for line in plot.invariance_lines(runs):
             _, _, label, _, ratio, ratio_low, ratio_high, _, slope, slope_low, slope_high, _, seeds = line.split()
             ratio_text = "—" if ratio == "nan" else f"{ratio} {ratio_low} {ratio_high}"
-            printed[label] = (ratio_text, f"{slope} {slope_low} {slope_high}", int(seeds))
+            printed[label] = [ratio_text, f"{slope} {slope_low} {slope_high}", int(seeds)]
+        for line in plot.invariance_lines(runs, plot.every_step, plot.every_step_line):
+            label = line.split()[2]
+            printed[label].append(line.split("; departs: ")[1].split("; seeds")[0])
         dau, other = printed["DAU"], printed[f"{baseline}-unscaled"]
         seeds = str(dau[2]) if dau[2] == other[2] else f"{dau[2]} / {other[2]}"
-        assert cells[3:] == [seeds, dau[0], dau[1], other[0], other[1]], row
+        assert cells[3] == seeds, row
+        for cell, numbers in ((cells[4], dau), (cells[5], other)):
+            _, ratio, slope, departs = VERDICT.fullmatch(cell).groups()
+            assert [ratio, slope, departs] == [numbers[0], numbers[1], numbers[3]], cell
 
 
 def test_the_readme_names_the_machines_the_headline_runs_record():
     """The headline's runs ran on more than one machine: the paragraph above the table names each CPU that their
     run.json record (by make and family), and says that the others have no record."""
     text = (ROOT / "README.md").read_text()
-    paragraph = text.split("## The paper's picture, reproduced here", 1)[1].split("| env (baseline)", 1)[0]
+    paragraph = text.split("## Results at a glance", 1)[1].split("| env (baseline)", 1)[0]
     paragraph = " ".join(paragraph.split())
     recorded = set()
     unrecorded = 0
