@@ -1,6 +1,7 @@
 """The paper's robustness figure and table from finished runs (runs/*/run.json and evals.csv).
 
-    python sweeps/plot.py --env-ids Pendulum-v1 CartPole-v1 --out docs/figures/curves.png --table docs/robustness.md
+    python sweeps/plot.py --runs docs/results --env-ids Pendulum-v1 CartPole-v1 --out docs/figures/curves.png
+    python sweeps/plot.py --runs docs/results/cartpole_horizon_grid --page docs/benchmarks.md   # a folder's tables
     python sweeps/plot.py --runs docs/results --algorithms DQN --out docs/figures/dqn_baseline.png  # one script's
 
 Runs are read and labelled by sweeps/archive.py (DAU, DQN-unscaled, DAU+round_seconds=0.1...). One row of panels per
@@ -14,7 +15,9 @@ runs and "best" the best mean run score of any algorithm and dt (1: the best see
 - slope per halving: the score's change each time dt halves (0: the same at every dt);
 - worst / best dt: the worst dt's mean over the best's, a biased, low-power summary kept for the earlier tables.
 A last row per baseline (or variant) gives, per dt, the probability that a DAU run scores above one of its runs
-(Agarwal et al., NeurIPS 2021: P(X > Y) + P(X = Y) / 2 over all pairs of runs), with its interval.
+(Agarwal et al., NeurIPS 2021: P(X > Y) + P(X = Y) / 2 over all pairs of runs), with its interval. A second table
+gives every step against the method's own level and the runs that learn (every_step). docs/benchmarks.md holds
+every kept grid's tables, each between two lines that name its folder (--page), and says how to read them.
 Intervals are bootstraps over runs, each dt's runs resampled on their own (scipy.stats.bootstrap, 10,000 resamples,
 a fixed generator so that the tables redraw the same; Hesterberg's expanded percentile interval, expanded_level); a
 cell of one run has none. sweeps/invariance.py prints the invariance statistic alone, one line per env and algorithm.
@@ -401,12 +404,8 @@ def robustness_table(runs, selected=()):
                 estimate = probability_of_improvement(*pair)
                 cells.append(f"{estimate:.2f}{bracket(interval(pair, probability_of_improvement), '.2f')}")
             lines.append(f"| P(DAU > {baseline}) | " + " | ".join(cells) + " | | | |")
-        lines += ["", f"Untrained (physical time 0): {untrained:.1f}; best mean run score: {best:.1f}. Fine / coarse: "
-                  "the mean score of the two finest dt over that of the two coarsest (one each with three dt or "
-                  "fewer); slope: the score's change per halving of dt; both on the score (return - untrained) / "
-                  "(best - untrained), with 95% intervals, seeds resampled within each dt (sweeps/invariance.py: "
-                  "1 and 0 for a method that does not move with dt). Worst / best dt: a biased, low-power summary "
-                  "(an invariant method scores 0.77-0.86 at 5 seeds), kept beside the earlier tables.", ""]  # fmt: skip
+        lines += ["", f"Untrained (physical time 0): {untrained:.1f}; best mean run score: {best:.1f}: the score's 0 "
+                  "and 1 ([how to read these tables](benchmarks.md)).", ""]  # fmt: skip
         lines += [f"**Every step**: each dt's mean score over the mean of all its dt's [95% interval, simultaneous "
                   f"over the dt], and the runs that learn (score at least {LEARNS:g}: a return of "
                   f"{untrained + LEARNS * (best - untrained):.1f} or more)", ""]  # fmt: skip
@@ -418,12 +417,7 @@ def robustness_table(runs, selected=()):
                 cells, departs = every_step_cells(result)
                 by_dt = dict(zip(result.dts, cells, strict=True))
                 lines.append(f"| {algorithm} | " + " | ".join(by_dt.get(dt, "—") for dt in dts) + f" | {departs} |")
-        lines += [
-            "",
-            "1 at every dt for a method that does not move with dt; an interval below 1 is a step where it "
-            "does worse than at its others, one above 1 a step where it does better (sweeps/invariance.py).",
-            "",
-        ]
+        lines += [""]
         lines += [
             "Wall time (minutes): "
             + "; ".join(

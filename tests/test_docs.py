@@ -65,33 +65,29 @@ def test_the_per_environment_table_is_the_codes():
             assert (cell == str(expected)) if isinstance(expected, bool) else float(cell) == expected, (name, key)
 
 
-# Tables of runs kept apart from docs/results (another budget than the grid's); the others come from docs/results.
-TABLE_RUNS = {
-    "robustness_cartpole_12600.md": ROOT / "docs" / "results" / "cartpole_12600",
-    "robustness_cartpole_ou_sigma_15.md": ROOT / "docs" / "results" / "cartpole_ou_sigma_15_grid",
-    "robustness_cartpole_ou_scaled.md": ROOT / "docs" / "results" / "cartpole_ou_scaled_grid",
-    "robustness_cartpole_value_lr.md": ROOT / "docs" / "results" / "cartpole_value_lr_grid",
-    "robustness_cartpole_sqrt_rule.md": ROOT / "docs" / "results" / "cartpole_sqrt_rule_grid",
-    "robustness_cartpole_horizon.md": ROOT / "docs" / "results" / "cartpole_horizon_grid",
-    "robustness_pendulum_horizon.md": ROOT / "docs" / "results" / "pendulum_horizon_grid",
-    "robustness_bipedal_horizon.md": ROOT / "docs" / "results" / "bipedal_horizon_grid",
-}
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+BENCHMARK_FOLDERS = re.findall(r"<!-- the table of sweeps/plot.py --runs (\S+) -->", BENCHMARKS.read_text())
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("table_file", sorted((ROOT / "docs").glob("robustness*.md")), ids=lambda path: path.name)
-def test_the_published_tables_are_what_plot_draws_from_the_kept_runs(table_file):
-    """docs/robustness*.md, and their rows on the reproduction page, come from the runs in docs/results (or the
-    folder TABLE_RUNS names) as they are."""
-    published = table_file.read_text()
-    env_ids = re.findall(r"^\*\*(\S+)\*\*: scaled return", published, re.MULTILINE)
-    runs = plot.load_runs(TABLE_RUNS.get(table_file.name, ROOT / "docs" / "results"), env_ids)
-    assert published == plot.robustness_table({env_id: runs[env_id] for env_id in env_ids})
-    reproduce = (ROOT / "docs" / "reproduce.md").read_text()
-    # Its rows, the probabilities of improvement, the level they start from and the runs' wall time.
-    shown = ("| DAU", "| DDPG", "| DQN", "| P(", "Untrained (physical time 0)", "Wall time (minutes)")
-    for row in (line for line in published.splitlines() if line.startswith(shown)):
-        assert row in reproduce, f"reproduce.md does not show this line of {table_file.name}:\n{row}"
+@pytest.mark.parametrize("folder", BENCHMARK_FOLDERS)
+def test_the_benchmark_tables_are_what_plot_draws_from_the_kept_runs(folder):
+    """docs/benchmarks.md: each folder's tables, between the lines that name it, as `plot.py --runs FOLDER --page
+    docs/benchmarks.md` writes them from the kept runs: every dt's mean, fine / coarse, every step, the cost."""
+    start, end = plot.page_markers(folder)
+    block = BENCHMARKS.read_text().split(start)[1].split(end)[0].strip("\n")
+    env_ids = re.findall(r"^\*\*(\S+)\*\*: scaled return", block, re.MULTILINE)
+    runs = plot.load_runs(ROOT / folder, env_ids)
+    assert env_ids and block == plot.robustness_table({env_id: runs[env_id] for env_id in env_ids}).strip("\n")
+
+
+def test_every_kept_grid_has_its_tables_in_the_benchmarks():
+    """Every grid that tests/test_archive.py's KEPT_GRIDS knows has a block on docs/benchmarks.md, but the probes
+    and the reruns made for their diagnostics (few steps, compared in the text)."""
+    from test_archive import KEPT_GRIDS
+
+    not_grids = {"docs/results/cartpole_clip_probes", "docs/results/bipedal_dau_diagnostics"}
+    assert {results for *_, results in KEPT_GRIDS} - not_grids == set(BENCHMARK_FOLDERS)
 
 
 # The reproduction page's tables beyond the paper, as sweeps/compare.py prints them (the DAU variants' folders
