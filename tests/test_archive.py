@@ -66,6 +66,26 @@ def test_every_kept_run_is_found_by_the_command_that_made_it(files, overrides, r
         assert not missing, (name, missing[:3])
 
 
+@pytest.mark.parametrize("path", sorted((ROOT / "sweeps" / "readme").glob("*.yaml")), ids=lambda path: path.stem)
+def test_each_readme_sweep_file_is_the_kept_grid_of_its_row(path, monkeypatch):
+    """sweeps/readme/: a file per README row and algorithm, whose grid is that row's kept runs exactly: every point
+    has its finished run in docs/results (docs/results/cartpole_12600 at the paper's budget), no kept run of that
+    script's label, env and budget is outside the grid, and the header gives the run count."""
+    monkeypatch.chdir(ROOT)
+    sweep = run_local.load_sweep(path)
+    folder = ROOT / RESULTS / ("cartpole_12600" if path.stem.endswith("_12600") else "")
+    runs = run_local.finished_runs(folder)
+    points = run_local.grid(sweep)
+    assert all(run_local.is_done(sweep, point, runs) for point in points), path.name
+    wanted = {run_local.point_identity(sweep, point) for point in points}
+    parameters = sweep["parameters"]
+    label = archive.label({"script": sweep["program"], "args": run_local.run_args(sweep, points[0])})
+    kin = [run for run in runs if archive.label(run) == label and run["args"]["env_id"] == parameters["env_id"]["value"]
+           and run["args"]["total_time"] == parameters["total_time"]["value"]]  # fmt: skip
+    assert {archive.identity(run) for run in kin} == wanted and len(kin) == len(points), (path.name, len(kin))
+    assert f"# {len(points)} runs. Cost on 2-core CPU machines" in path.read_text()
+
+
 def test_a_grid_point_is_what_its_run_computes():
     args = archive.resolved_args("dau_discrete.py", {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1})
     point = run_identity("dau_discrete.py", args)

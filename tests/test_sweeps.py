@@ -113,6 +113,20 @@ def test_each_sweep_files_agent_command_runs_its_script(dt, files, workdir):
 
 
 @pytest.mark.slow
+def test_each_readme_sweep_files_agent_command_runs_its_script(workdir):
+    """sweeps/readme/ (the README's rows): one grid point of every file at dt 0.01, which each has, exactly as the agent
+    runs it, with only the budget (one round) and the episodes' length changed, as above."""
+    sweep_files = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "sweeps" / "readme").glob("*.yaml"))
+    overrides = [f"total_time={256 * 10 * 0.01}", "time_limit=1.0", "seed=1", "dt=0.01"]
+    result = executor(*sweep_files, "--override", *overrides, cwd=workdir)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    runs = finished(workdir)
+    assert len(runs) == len(sweep_files) == 12
+    for run in runs:
+        assert run["dt"] == 0.01 and run["args"]["track"] and run["args"]["seed"] == 1 and run["updates"] == 50
+
+
+@pytest.mark.slow
 def test_a_sweep_can_override_every_per_environment_setting(workdir):
     """Through W&B's own command construction: normalisation off and on for HalfCheetah (whose default is
     on), and the other settings of the table, reach the script; a YAML boolean, which
