@@ -90,7 +90,7 @@ def test_every_kept_grid_has_its_tables_in_the_benchmarks():
     assert {results for *_, results in KEPT_GRIDS} - not_grids == set(BENCHMARK_FOLDERS)
 
 
-# The reproduction page's tables beyond the paper, as sweeps/compare.py prints them (the DAU variants' folders
+# The research pages' tables beyond the paper, as sweeps/compare.py prints them (the DAU variants' folders
 # against the paper's DAU in docs/results).
 RESULTS = ROOT / "docs" / "results"
 COMPARISONS = {
@@ -150,11 +150,12 @@ def test_the_comparisons_beyond_the_paper_are_what_compare_prints(name):
     import compare
 
     table = compare.comparison_table(compare.Options(reference=RESULTS, **COMPARISONS[name]))
-    reproduce = (ROOT / "docs" / "reproduce.md").read_text()
+    # The research pages hold these comparisons (docs/research/*.md).
+    reproduce = "\n".join(path.read_text() for path in sorted((ROOT / "docs" / "research").glob("*.md")))
     rows = [line for line in table.splitlines() if line.startswith("|")]
     assert len(rows) == 2 + 2 * len(COMPARISONS[name]["variants"]) + 1
     for row in rows:
-        assert row in reproduce, f"reproduce.md does not show this line of compare.py's {name} table:\n{row}"
+        assert row in reproduce, f"no research page shows this line of compare.py's {name} table:\n{row}"
 
 
 # Each script page's results: its algorithm, and per folder of runs the figure beside that folder's table (the
