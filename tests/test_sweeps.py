@@ -98,11 +98,19 @@ def test_each_sweep_files_agent_command_runs_its_script(dt, files, workdir):
     play full episodes at every env's defaults."""
     sweep_files = [f"sweeps/{name}_{algorithm}.yaml" for name in files for algorithm in ("dau", "ddpg", "dqn")]
     sweep_files = [path for path in sweep_files if (ROOT / path).exists()]
+    # The README's rows (sweeps/readme/) too: a point the same as another file's (the same arguments, so the same
+    # command) runs once, and its run stands for both.
+    readme = [f"sweeps/readme/{name}_{algorithm}{budget}.yaml" for name in files for algorithm in ("dau", "ddpg", "dqn")
+              for budget in ("", "_12600")]  # fmt: skip
+    readme = [path for path in readme if (ROOT / path).exists()]
     overrides = [f"total_time={256 * 10 * dt}", "time_limit=1.0", "seed=1", f"dt={dt}"]
-    result = executor(*sweep_files, "--override", *overrides, cwd=workdir)
+    result = executor(*sweep_files, *readme, "--override", *overrides, cwd=workdir)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     runs = finished(workdir)
-    assert len(runs) == len(sweep_files) == 2 * len(files)
+    sweeps = [run_local.load_sweep(ROOT / path, overrides) for path in sweep_files + readme]
+    points = {run_local.point_identity(sweep, point) for sweep in sweeps for point in run_local.grid(sweep)}
+    assert len(sweep_files) == 2 * len(files) and len(readme) == {0.05: 4, 0.01: 8}[dt]
+    assert sorted(archive.identity(run) for run in runs) == sorted(points)  # each file's point ran
     for run in runs:
         assert run["dt"] == dt and run["args"]["track"] and run["args"]["seed"] == 1
         settings = ENV_SETTINGS[gym.spec(run["args"]["env_id"]).name]  # the table reaches every agent's run
@@ -110,20 +118,6 @@ def test_each_sweep_files_agent_command_runs_its_script(dt, files, workdir):
             assert run["args"][key] == settings[key], (run["script"], key)
         assert math.isfinite(run["final_scaled_return"]) and run["updates"] == 50 and run["args"]["time_limit"] == 1
     assert len(list(workdir.glob("wandb/offline-run-*"))) == len(runs)
-
-
-@pytest.mark.slow
-def test_each_readme_sweep_files_agent_command_runs_its_script(workdir):
-    """sweeps/readme/ (the README's rows): one grid point of every file at dt 0.01, which each has, exactly as the agent
-    runs it, with only the budget (one round) and the episodes' length changed, as above."""
-    sweep_files = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "sweeps" / "readme").glob("*.yaml"))
-    overrides = [f"total_time={256 * 10 * 0.01}", "time_limit=1.0", "seed=1", "dt=0.01"]
-    result = executor(*sweep_files, "--override", *overrides, cwd=workdir)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    runs = finished(workdir)
-    assert len(runs) == len(sweep_files) == 12
-    for run in runs:
-        assert run["dt"] == 0.01 and run["args"]["track"] and run["args"]["seed"] == 1 and run["updates"] == 50
 
 
 @pytest.mark.slow
