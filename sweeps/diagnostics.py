@@ -38,7 +38,7 @@ import matplotlib
 import numpy as np
 import tyro
 from archive import RefusedRuns
-from plot import finished_runs, save_figure
+from plot import finished_runs, read_curve, run_score, save_figure
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -93,13 +93,10 @@ def load_diagnostics(runs_dir, env_id, algorithm, seeds=()):
         columns = {column: np.array([float(row[column]) for row in rows]) for column in rows[0]}
         columns["td_rate"] = np.sqrt(columns["losses/td"]) / dt
         columns["gamma"] = np.full(len(rows), run["args"].get("gamma", math.nan))  # per second, for the balance
-        with open(run_dir / "evals.csv") as file:
-            evals = list(csv.DictReader(file))
-        columns["eval_time"] = np.array([float(row["physical_time"]) for row in evals])
-        columns["eval_return"] = np.array([float(row["scaled_return"]) for row in evals])
-        second_half = columns["eval_time"] >= run["args"]["total_time"] / 2 - 1e-6  # as plot.py's run_score
-        score = columns["eval_return"][second_half].mean() if second_half.any() else math.nan
-        columns["run_score"] = np.full(len(rows), score)
+        curve = read_curve(run_dir, run)  # evals.csv
+        columns["eval_time"], columns["eval_return"] = curve.times, curve.returns
+        scored = curve.times[-1] >= curve.total_time / 2 - 1e-6  # evaluations in the second half: the tables' score
+        columns["run_score"] = np.full(len(rows), run_score(curve) if scored else math.nan)  # for --split
         by_dt.setdefault(dt, []).append((columns["physical_time"], columns))
     return by_dt
 
