@@ -26,7 +26,6 @@ import torch.nn as nn
 from harness.args import RunArgs, require_positive
 from harness.envs import make_vector_env
 from harness.gpu import graphed
-from harness.horizon import follows, horizon_steps, horizon_target, rows_ahead
 from harness.run import Run
 
 
@@ -180,8 +179,9 @@ class OUNoise:
 
 
 class ReplayBuffer:
-    """Ring buffer of (s, a, r, terminated, s') on the training device; with --value-horizon (`env_rows`: an env's
-    next row is env_rows further on) also whether a row continues its env's previous row's return (harness/horizon)."""
+    """Ring buffer of (s, a, r, terminated, s') on the training device. With --value-horizon (`env_rows`: each add
+    writes one row per env, so an env's next row is env_rows further on) a row also holds whether it continues its
+    env's previous row's return (`follows`), and a sampled row brings what its env's next rows give V's target."""
 
     def __init__(self, capacity, obs_dim, action_dim, device, env_rows=None):
         self.capacity, self.size, self.position = capacity, 0, 0
@@ -199,13 +199,33 @@ class ReplayBuffer:
         self.position = (self.position + len(rows)) % self.capacity
         self.size = min(self.size + len(rows), self.capacity)
 
+    def follows(self, obs):
+        """--value-horizon: whether each env's row about to be added continues its previous row's return: the same
+        episode (that row's s' is this s: no termination or truncation between), whatever the noise did."""
+        if self.size < len(obs):  # the first rows follow none
+            return torch.zeros(len(obs), dtype=torch.bool, device=obs.device)
+        previous = torch.arange(self.position - len(obs), self.position, device=obs.device) % self.capacity
+        return (self.fields[4][previous] == obs).all(-1)
+
+    def rows_ahead(self, index, steps):
+        """--value-horizon: each sampled row's env's next steps - 1 rows, reached while written after it and each
+        following the one before: their rewards (0 where not reached), how many are reached, the last reached row's
+        d and s' (or the row's own)."""
+        ahead = self.env_rows * torch.arange(1, steps, device=index.device)
+        rows = (index[..., None] + ahead) % self.capacity
+        written = ((self.position - 1 - index) % self.capacity)[..., None] >= ahead  # not past the newest row
+        reached = torch.where(written, self.fields[5][rows, 0], 0).cumprod(-1)
+        last = (index + self.env_rows * reached.sum(-1).long()) % self.capacity
+        rewards = torch.where(reached > 0, self.fields[2][rows, 0], 0)
+        return rewards, reached.sum(-1), self.fields[3][last, 0], self.fields[4][last]
+
     def sample(self, num_batches, batch_size, steps=1):
         """`num_batches` batches in one gather: (obs, action, reward, terminated, next_obs); with --value-horizon
-        (`steps` n) also what each row's next n - 1 rows of its env give V's target (harness/horizon.py)."""
+        (`steps` n) also what each row's next n - 1 rows of its env give V's target (rows_ahead)."""
         index = torch.randint(self.size, (num_batches, batch_size), device=self.fields[0].device)
         obs, action, reward, terminated, next_obs = (field[index] for field in self.fields[:5])
         batch = obs, action, reward.squeeze(-1), terminated.squeeze(-1), next_obs
-        return batch if self.env_rows is None else (*batch, *rows_ahead(self, index, steps))
+        return batch if self.env_rows is None else (*batch, *self.rows_ahead(index, steps))
 
     def state_dict(self):  # the filled rows only
         # Host tensors: the filled rows copied (from a GPU, straight to host memory); a full ring on the CPU as it is.
@@ -232,6 +252,14 @@ ROUND_STATS = ("exploration/noise_size", "exploration/action_size", "training/fa
 # runs/<run_name>/diagnostics.csv, every --eval-every / 10 physical seconds: the means over the rounds since the
 # last row, and the terminal transitions' share of the squared TD error (losses/td_terminal / losses/td).
 DIAGNOSTICS = (*TRAINING_STATS, *ROUND_STATS, "batch/terminal_td_share")
+
+
+def horizon_target(reward, rewards_ahead, steps_ahead, terminated, next_obs, value, dt, gamma):
+    """--value-horizon: V's target over the m = 1 + steps_ahead steps reached (rows_ahead), in physical time as the
+    Alg.'s one-step target: sum_k gamma^(k dt) r_k dt + gamma^(m dt) (1 - d) V(s_m); at m = 1 the Alg.'s to the bit."""
+    discounts = gamma ** (dt * torch.arange(1, rewards_ahead.shape[-1] + 1, device=reward.device))
+    returns = reward + (discounts * rewards_ahead).sum(-1)
+    return returns * dt + (1 - terminated) * gamma**dt * gamma ** (dt * steps_ahead) * value(next_obs)
 
 
 def update(batch, value, advantage, actor, optimizer, dt, gamma):
@@ -328,7 +356,7 @@ if __name__ == "__main__":
     envs = make_vector_env(args, dt, args.num_envs, args.seed, args.env_workers)  # --env-workers: in K processes
     # run.replay_rows: --buffer-time in transitions at this dt, at most what the run collects
     buffer = ReplayBuffer(run.replay_rows, obs_dim, action_dim, device, args.num_envs if args.value_horizon else None)
-    value_horizon_steps = horizon_steps(args.value_horizon, dt)  # --value-horizon's n, >= 1
+    value_horizon_steps = max(1, round(args.value_horizon / dt)) if args.value_horizon else 1  # its n, >= 1
     noise = OUNoise((args.num_envs, action_dim), args.ou_kappa, args.ou_sigma, dt, device)
 
     def train_round(batches):  # Alg. lines "for k = 1, nb_learn": one gradient step on each batch
@@ -356,7 +384,7 @@ if __name__ == "__main__":
                     noise_size += (action - policy_action).abs().mean()
                     action_size += policy_action.abs().mean()
                     # --value-horizon: whether each row continues its env's previous row's return (the same episode)
-                    continues = [follows(buffer, obs_tensor)] if args.value_horizon else []
+                    continues = [buffer.follows(obs_tensor)] if args.value_horizon else []
                     action = action.cpu().numpy()
                 next_obs, reward, terminated, real_next_obs = env_step(envs, action, action_low, action_high)
                 failures += int(terminated.sum())

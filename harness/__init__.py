@@ -1,4 +1,4 @@
-"""The harness: what the eight scripts (the four card scripts and the four variant scripts) do the same way and
+"""The harness: what the six scripts (the four card scripts and the two research variants) do the same way and
 is not the algorithm, one part per module.
 
 The scripts keep the algorithm whole (networks, update, exploration, replay memory and the training loop);
@@ -22,5 +22,4 @@ The scripts keep the algorithm whole (networks, update, exploration, replay memo
     env_state.py   one env's state (simulator, generator), saved and put back
     videos.py      --capture-video: evaluation episodes recorded at real speed at any dt
     gpu.py         graphed: a round of updates replayed as one CUDA graph
-    horizon.py     --value-horizon (the horizon variants): which replay rows continue a return, V's n-step target
 """

@@ -1,4 +1,4 @@
-"""The run: what the eight scripts do the same way and is not the algorithm, put together from the harness's parts.
+"""The run: what the six scripts do the same way and is not the algorithm, put together from the harness's parts.
 
 A script uses it in this order: `run = Run(Args, ...)` (parse, check, seed, make the evaluation envs),
 `run.evaluate_saved_model(...)` (`--eval-model` only), `run.start(...)` (open the logs, or restore a

@@ -25,15 +25,16 @@ NOT_COMPUTED = ("exp_name", "cpu", "track", "wandb_project_name", "wandb_entity"
 VALUE_BEFORE = {"round_seconds": None,  # 5a765e3: --round-seconds, off by default
                 "value_update": "all",  # 5c015d2: V learns from every transition, as in Alg. 1
                 "value_learning_rate": None,  # 6dc78e5: one step size for V and A, as in Alg. 1
-                "learning_rate_reference_dt": None, "terminal_rows": 0,  # dau_discrete_td_noise.py's options, off
+                "learning_rate_reference_dt": None, "terminal_rows": 0,  # the TD noise options, off
                 "weight_decay": 0.0,
-                "advantage_without_terminal_rows": False, "value_horizon": None,  # the horizon variants', off
+                "advantage_without_terminal_rows": False, "value_horizon": None,  # the horizon options, off
                 "advantage_rate_clip": None,  # its third (issue 56), off
                 }  # fmt: skip
 # Scripts that compute what another script computes with the same arguments (its options off: a test checks it).
-SAME_COMPUTATION = {"dau_discrete_beyond_paper.py": "dau_discrete.py", "dau_discrete_td_noise.py": "dau_discrete.py",
-                    "dau_discrete_horizon.py": "dau_discrete.py",
-                    "dau_continuous_horizon.py": "dau_continuous.py"}  # fmt: skip
+# dau_discrete_research.py merged three (issue 65), whose kept runs keep their names.
+SAME_COMPUTATION = {"dau_discrete_research.py": "dau_discrete.py", "dau_continuous_horizon.py": "dau_continuous.py",
+                    "dau_discrete_beyond_paper.py": "dau_discrete.py", "dau_discrete_td_noise.py": "dau_discrete.py",
+                    "dau_discrete_horizon.py": "dau_discrete.py"}  # fmt: skip
 
 
 def run_identity(script, args):

@@ -25,12 +25,17 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the scripts and the harness; torch is imported where first needed (run_local)
 
-ALGORITHMS = {"dau_continuous.py": "DAU", "dau_discrete.py": "DAU", "dau_discrete_beyond_paper.py": "DAU",
-              "dau_discrete_td_noise.py": "DAU", "dau_discrete_horizon.py": "DAU", "dau_continuous_horizon.py": "DAU",
-              "ddpg_baseline.py": "DDPG", "dqn_baseline.py": "DQN"}  # fmt: skip
+# The discrete research variants before they merged into one (issue 65): their kept runs keep their script's name,
+# and read as dau_discrete_research.py's runs with the same arguments (which compute the same numbers).
+MERGED = dict.fromkeys(("dau_discrete_beyond_paper.py", "dau_discrete_td_noise.py", "dau_discrete_horizon.py"),
+                       "dau_discrete_research.py")  # fmt: skip
+
+ALGORITHMS = {"dau_continuous.py": "DAU", "dau_discrete.py": "DAU", "dau_discrete_research.py": "DAU",
+              "dau_continuous_horizon.py": "DAU", "ddpg_baseline.py": "DDPG", "dqn_baseline.py": "DQN",
+              **dict.fromkeys(MERGED, "DAU")}  # fmt: skip
 # A script labelled against another's defaults: dau_discrete.py's runs before the options moved out recorded
 # them (value_update "all"...), and its defaults lack them; the variant script's defaults are those options off.
-LABELLED_AGAINST = {"dau_discrete.py": "dau_discrete_beyond_paper.py"}
+LABELLED_AGAINST = {"dau_discrete.py": "dau_discrete_research.py"}
 BASELINES = ("ddpg_baseline.py", "dqn_baseline.py")  # named with their variant: DQN-unscaled, DQN-scaled
 # Not in a label: the run's place in the grid (env, dt, seed), its budget and evaluation, and what changes nothing
 # computed (harness.run_info.NOT_COMPUTED); "scaled" is in the baselines' name.
@@ -98,12 +103,18 @@ def identity(run):
 
 
 def known_script(script):
-    """The repository's script whose defaults a run of `script` is labelled against: itself, or for a patched copy
-    kept beside its runs (dau_discrete_rs.py) the script whose name begins its own."""
+    """The repository's script whose defaults a run of `script` is labelled against: itself, the script it merged
+    into (MERGED), or for a patched copy kept beside its runs (dau_discrete_rs.py) the script whose name begins its
+    own."""
     stem = Path(script).stem
     known = [name for name in ALGORITHMS if stem.startswith(Path(name).stem) and name not in LABELLED_AGAINST.values()]
     found = max(known, key=len) if known else None
-    return LABELLED_AGAINST.get(found, found)
+    return MERGED.get(found) or LABELLED_AGAINST.get(found, found)
+
+
+def current_script(script):
+    """The repository's script that runs what a run of `script` ran: itself, or the script it merged into (MERGED)."""
+    return MERGED.get(script, script)
 
 
 @functools.cache

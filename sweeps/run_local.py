@@ -227,7 +227,8 @@ def expected_seconds(sweep, point, runs, stopped_runs=None):
     from harness.clock import whole_rounds
 
     script, args = Path(sweep["program"]).name, run_args(sweep, point)
-    measured = [run for run in runs if run["script"] == script and run["args"]["env_id"] == args["env_id"]]
+    measured = [run for run in runs if archive.current_script(run["script"]) == script]
+    measured = [run for run in measured if run["args"]["env_id"] == args["env_id"]]
     measured = [run for run in measured if run.get("updates")]
     if not measured or not args["dt"]:
         return None

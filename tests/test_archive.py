@@ -22,7 +22,7 @@ import run_local  # noqa: E402
 
 RESULTS = "docs/results"
 LOCOMOTION_DTS = "dt=0.05,0.02,0.01,0.005"
-BEYOND = "cartpole_dau_beyond_paper"
+RESEARCH = "cartpole_dau_research"
 FIVE_SEEDS = ("total_time=1800", "eval_every=150", "seed=1,2,3,4,5")
 # The kept grids and the commands docs/reproduce.md says made them: (sweep files, --override, --results folder).
 KEPT_GRIDS = [
@@ -35,19 +35,19 @@ KEPT_GRIDS = [
     (("bipedal_dau", "bipedal_ddpg"), ("total_time=20000", "seed=1,2,3,4,5", "dt=0.01,0.005,0.002"), RESULTS),
     (("cartpole_dau", "cartpole_dqn"), ("seed=1,2,3,4,5",), f"{RESULTS}/cartpole_12600"),
     (("cartpole_dau",), (*FIVE_SEEDS, "ou_sigma=15", "exp_name=ou15"), f"{RESULTS}/cartpole_ou_sigma_15_grid"),
-    # Made with dau_discrete.py's options, which dau_discrete_beyond_paper.py now holds and computes the same.
-    ((BEYOND,), (*FIVE_SEEDS, "exploration=ou-scaled"), f"{RESULTS}/cartpole_ou_scaled_grid"),
-    ((BEYOND,), (*FIVE_SEEDS, "value_learning_rate=0.01"), f"{RESULTS}/cartpole_value_lr_grid"),
-    ((BEYOND,), (*FIVE_SEEDS, "value_learning_rate=0.03"), f"{RESULTS}/cartpole_value_lr_003_grid"),
-    (("cartpole_dau_td_noise",), ("total_time=1800", "eval_every=150", "seed=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15",
+    # Made with dau_discrete.py's options and the three research variants that dau_discrete_research.py merged.
+    ((RESEARCH,), (*FIVE_SEEDS, "exploration=ou-scaled"), f"{RESULTS}/cartpole_ou_scaled_grid"),
+    ((RESEARCH,), (*FIVE_SEEDS, "value_learning_rate=0.01"), f"{RESULTS}/cartpole_value_lr_grid"),
+    ((RESEARCH,), (*FIVE_SEEDS, "value_learning_rate=0.03"), f"{RESULTS}/cartpole_value_lr_003_grid"),
+    ((RESEARCH,), ("total_time=1800", "eval_every=150", "seed=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15",
                                   "learning_rate_reference_dt=0.01"), f"{RESULTS}/cartpole_sqrt_rule_grid"),  # issue 49
-    (("cartpole_dau_horizon",), ("total_time=1800", "eval_every=150", "value_horizon=0.05",
+    ((RESEARCH,), ("total_time=1800", "eval_every=150", "value_horizon=0.05",
                                  "seed=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"), f"{RESULTS}/cartpole_horizon_grid"),  # 56
-    *[(("cartpole_dau_horizon",), ("total_time=900", "eval_every=150", "seed=1,2,3,4,5", "dt=0.0005,0.01", *clip),
+    *[((RESEARCH,), ("total_time=900", "eval_every=150", "seed=1,2,3,4,5", "dt=0.0005,0.01", *clip),
        f"{RESULTS}/cartpole_clip_probes") for clip in (("advantage_rate_clip=430,2000",), ())],  # issue 56's probes
-    (("cartpole_dau_horizon",), ("value_horizon=0.05", "seed=1,2,3,4,5", "dt=0.01,0.005,0.002,0.001"),
+    ((RESEARCH,), ("value_horizon=0.05", "seed=1,2,3,4,5", "dt=0.01,0.005,0.002,0.001"),
      f"{RESULTS}/cartpole_horizon_12600"),  # at the paper's budget (dt 0.0005 not run)
-    (("cartpole_dau_horizon",), ("total_time=1800", "eval_every=150", "value_horizon=0.01", "seed=1,2,3,4,5,6,7"),
+    ((RESEARCH,), ("total_time=1800", "eval_every=150", "value_horizon=0.01", "seed=1,2,3,4,5,6,7"),
      f"{RESULTS}/cartpole_horizon_001_grid"),  # issue 64's grid, seeds 1-7 of 15 so far
     (("pendulum_dau_horizon",), FIVE_SEEDS, f"{RESULTS}/pendulum_horizon_grid"),  # issue 56's continuous horizon
     (("bipedal_dau_horizon",), ("total_time=20000", "seed=1,2,3,4,5", "dt=0.01,0.005,0.002"),
@@ -99,19 +99,21 @@ def test_a_grid_point_is_what_its_run_computes():
     assert run_identity("dqn_baseline.py", args) != point
     before = {key: value for key, value in args.items() if key not in ("value_update", "value_learning_rate")}
     assert run_identity("dau_discrete.py", before) == point  # a run.json from before those options
-    assert run_identity("dau_discrete_beyond_paper.py", args) == point  # the variant scripts, their options off
-    assert run_identity("dau_discrete_td_noise.py", args | {"terminal_rows": 0, "weight_decay": 0.0}) == point
-    assert run_identity("dau_discrete_td_noise.py", args | {"terminal_rows": 64}) != point
-    off = {"advantage_without_terminal_rows": False, "value_horizon": None, "advantage_rate_clip": None}
-    assert run_identity("dau_discrete_horizon.py", args | off) == point
-    assert run_identity("dau_discrete_horizon.py", args | {"value_horizon": 0.05}) != point
-    assert run_identity("dau_discrete_horizon.py", args | {"advantage_rate_clip": 2000.0}) != point
+    research = archive.resolved_args("dau_discrete_research.py", {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1})
+    assert run_identity("dau_discrete_research.py", research) == point  # the research variant, its options off
+    for option in ({"terminal_rows": 64}, {"value_horizon": 0.05}, {"advantage_rate_clip": 2000.0},
+                   {"exploration": "ou-scaled"}, {"learning_rate_reference_dt": 0.01}):  # fmt: skip
+        assert run_identity("dau_discrete_research.py", research | option) != point, option
+        # The variants it merged (their kept runs keep their names): the same grid point, option on or off.
+        for merged in archive.MERGED:
+            assert run_identity(merged, args) == point
+            assert run_identity(merged, args | option) == run_identity("dau_discrete_research.py", research | option)
     pendulum = archive.resolved_args("dau_continuous.py", {"env_id": "Pendulum-v1", "dt": 0.01, "seed": 1})
     continuous_point, horizon = run_identity("dau_continuous.py", pendulum), {"value_horizon": 0.05}
     assert run_identity("dau_continuous_horizon.py", pendulum | {"value_horizon": None}) == continuous_point
     assert run_identity("dau_continuous_horizon.py", pendulum | horizon) != continuous_point
     assert run_identity("dau_continuous_horizon.py", pendulum | horizon) != run_identity(
-        "dau_discrete_horizon.py", pendulum | horizon
+        "dau_discrete_research.py", pendulum | horizon
     )  # two scripts, one option's name: two computations
     # An option added later, off, changes no identity already made (claim files and logs keep their names).
     with patch.dict(VALUE_BEFORE, {"an_option_added_later": 0.0}):
@@ -119,7 +121,7 @@ def test_a_grid_point_is_what_its_run_computes():
 
 
 def label(script, env_id="CartPole-v1", dt=0.01, **given):
-    args = archive.resolved_args(script, {"env_id": env_id, "dt": dt, **given})
+    args = archive.resolved_args(archive.current_script(script), {"env_id": env_id, "dt": dt, **given})
     return archive.label({"script": script, "args": args})
 
 
@@ -129,7 +131,12 @@ def test_a_run_is_labelled_by_its_algorithm_and_its_non_default_arguments():
     assert label("ddpg_baseline.py", env_id="Pendulum-v1") == "DDPG-unscaled"
     assert label("dau_continuous.py", env_id="HalfCheetah-v4", dt=0.005) == "DAU"  # the env's settings are defaults
     assert label("dau_continuous.py", env_id="HalfCheetah-v4", tau=0.5) == "DAU+tau=0.5"
-    assert label("dau_discrete_beyond_paper.py") == "DAU"  # its options off: the paper's DAU
+    assert label("dau_discrete_research.py") == "DAU"  # its options off: the paper's DAU
+    assert label("dau_discrete_research.py", terminal_rows=64, value_horizon=0.01) == (
+        "DAU+terminal_rows=64+value_horizon=0.01"
+    )
+    # The variants it merged, whose kept runs keep their names, are labelled as it labels the same arguments.
+    assert label("dau_discrete_beyond_paper.py") == "DAU"
     assert label("dau_discrete_beyond_paper.py", value_learning_rate=0.01) == "DAU+value_learning_rate=0.01"
     assert label("dau_discrete_beyond_paper.py", ou_sigma=15, exploration="ou-scaled") == (
         "DAU+exploration=ou-scaled+ou_sigma=15"

@@ -1,6 +1,6 @@
 """dau_discrete.py and dqn_baseline.py: update rules against the paper, the max-normalised
 advantage, exploration in physical time (and epsilon-greedy's collapse), replay, learning. The update rule also in
-dau_discrete_beyond_paper.py, with its --value-update options (its other options: test_variants.py)."""
+dau_discrete_research.py, with its --value-update options (its other options: test_variants.py)."""
 
 import copy
 from types import SimpleNamespace
@@ -22,7 +22,7 @@ from helpers import (
 )
 
 import dau_discrete as dau
-import dau_discrete_beyond_paper as beyond
+import dau_discrete_research as research
 import dqn_baseline as dqn
 import harness.envs
 from dt_wrappers import make_env
@@ -30,14 +30,14 @@ from dt_wrappers import make_env
 
 @pytest.mark.parametrize(
     "module,value_update",
-    [(dau, None), (beyond, "all"), (beyond, "greedy"), (beyond, "exploring")],
-    ids=["dau_discrete", "beyond_paper-all", "beyond_paper-greedy", "beyond_paper-exploring"],
+    [(dau, None), (research, "all"), (research, "greedy"), (research, "exploring")],
+    ids=["dau_discrete", "research-all", "research-greedy", "research-exploring"],
 )
 @pytest.mark.parametrize("dt", [0.01, 0.001])
 def test_dau_update_applies_the_papers_deltas(dt, module, value_update, float64):
     """Alg. 1: Q = V(s) + dt (Abar(s,a) - max_a' Abar(s,a')), Q~ = r dt + (1-d) gamma^dt V(s'),
     Delta-theta = mean((Q - Q~) dV/dtheta) / dt, Delta-psi = mean((Q - Q~) d(Abar(s,a) - max Abar)/dpsi) / dt.
-    dau_discrete_beyond_paper.py's --value-update greedy: Delta-theta's sum over the transitions whose action is
+    dau_discrete_research.py's --value-update greedy: Delta-theta's sum over the transitions whose action is
     argmax Abar only; exploring: Delta-theta = mean((V(s) - Q~) dV/dtheta) / dt, V's TD error without dt A(s, a)."""
     torch.manual_seed(0)
     gamma, normalizer = 0.8, module.Normalizer(4)
@@ -58,7 +58,7 @@ def test_dau_update_applies_the_papers_deltas(dt, module, value_update, float64)
     n = len(batch[0])
     assert 0 < sum(greedy_rows) < n  # greedy and other transitions both
     optimizer = torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0)
-    options = [] if value_update is None else [value_update]  # the paper's script has no --value-update
+    options = [] if value_update is None else [module.Args(value_update=value_update)]  # the paper's has none
     stats = module.update(batch, value, advantage, optimizer, dt, gamma, *options)
     assert_batch_stats(module, stats, tds, batch[3])
     torch.testing.assert_close(flat(v0) - flat(value), expected_theta / n, rtol=1e-9, atol=1e-12)

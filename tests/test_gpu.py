@@ -173,16 +173,14 @@ runpy.run_path({script!r}, run_name="__main__")
 """
 
 
-# The variant scripts with every option on: their rounds differ from dau_discrete.py's inside the graph (the sqrt(dt)
-# learning rates, the stratified batch's weights, the decoupled decay, V's n-step target, A's mask and clipped rate,
-# V's own rate).
+# The research variants with every option on: their rounds differ from the paper's scripts' inside the graph (the
+# sqrt(dt) learning rates, the stratified batch's weights, the decoupled decay, V's n-step target, A's mask and
+# clipped rate, V's own rate and greedy rows).
 VARIANTS = {
-    "dau_discrete_beyond_paper.py": ["--exploration", "ou-scaled", "--value-learning-rate", "0.05",
-                                     "--value-update", "greedy"],
-    "dau_discrete_td_noise.py": ["--learning-rate-reference-dt", "0.04", "--terminal-rows", "8",
-                                 "--weight-decay", "5"],
-    "dau_discrete_horizon.py": ["--value-horizon", "0.1", "--advantage-without-terminal-rows",
-                                "--advantage-rate-clip", "50"],
+    "dau_discrete_research.py": ["--exploration", "ou-scaled", "--value-learning-rate", "0.05",
+                                 "--value-update", "greedy", "--learning-rate-reference-dt", "0.04",
+                                 "--terminal-rows", "8", "--weight-decay", "5", "--value-horizon", "0.1",
+                                 "--advantage-without-terminal-rows", "--advantage-rate-clip", "50"],
     "dau_continuous_horizon.py": ["--value-horizon", "0.1"],
 }  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""The harness (harness/), what the eight scripts share that is not the algorithm, tested once here: the round's
+"""The harness (harness/), what the six scripts share that is not the algorithm, tested once here: the round's
 length, the run folder, run.json, the evaluation videos, the per-environment settings, an env's state for the
 checkpoints, the parts' sizes, and the defects each fixed with a test that failed before."""
 
@@ -846,8 +846,7 @@ def test_the_round_count_is_written_once():
 
 
 SCRIPTS_WITH_UPDATE = ["dau_continuous.py", "ddpg_baseline.py", "dau_discrete.py", "dqn_baseline.py",
-                       "dau_discrete_beyond_paper.py", "dau_discrete_td_noise.py",
-                       "dau_discrete_horizon.py", "dau_continuous_horizon.py"]  # fmt: skip
+                       "dau_discrete_research.py", "dau_continuous_horizon.py"]  # fmt: skip
 
 
 @pytest.mark.parametrize("script", SCRIPTS_WITH_UPDATE)

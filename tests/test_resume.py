@@ -23,19 +23,20 @@ from harness.files import save_checkpoint
 # would pass). At dt 0.01 a TINY round is 0.4 physical s; 100 rounds, so that a signal sent after the second
 # evaluation lands mid-run. diagnostics.csv has a row every --eval-every / 10 s: every round with TINY's 1 s, every
 # third round with 12 s (CartPole DAU), so that the rounds since the last row are part of the saved state.
-# The variant's --exploration ou-scaled: its running spread averages over 1 / kappa = 2 s here (at the default
-# kappa 7.5, a spread lost at the resume would not change an action in this short run).
-OU_SCALED = ["--exploration", "ou-scaled", "--ou-kappa", "0.5"]
-# dau_discrete_horizon.py's options (and dau_continuous_horizon.py's --value-horizon): which rows continue their env's
-# previous one is read from the restored memory.
-HORIZON = ["--value-horizon", "0.05", "--advantage-without-terminal-rows", "--advantage-rate-clip", "50"]
-SLOW = pytest.mark.slow  # the quick tier (-m "not slow") resumes dau_discrete.py and one research variant, the horizon
+# dau_discrete_research.py with every option on. --exploration ou-scaled: its running spread averages over
+# 1 / kappa = 2 s here (at the default kappa 7.5, a spread lost at the resume would not change an action in this
+# short run). --value-horizon (and dau_continuous_horizon.py's): which rows continue their env's previous one is read
+# from the restored memory. --terminal-rows: the terminal rows are found in the restored memory.
+RESEARCH = ["--exploration", "ou-scaled", "--ou-kappa", "0.5", "--value-update", "exploring",
+            "--value-learning-rate", "0.05", "--learning-rate-reference-dt", "0.02", "--terminal-rows", "8",
+            "--weight-decay", "0.5", "--value-horizon", "0.05", "--advantage-without-terminal-rows",
+            "--advantage-rate-clip", "50"]  # fmt: skip
+SLOW = pytest.mark.slow  # the quick tier (-m "not slow") resumes dau_discrete.py and the discrete research variant
 CASES = [
     pytest.param("dau_continuous.py", "Pendulum-v1", [], marks=SLOW),
     pytest.param("ddpg_baseline.py", "Pendulum-v1", ["--tau", "0.5"], marks=SLOW),
     ("dau_discrete.py", "CartPole-v1", ["--eval-every", "12"]),
-    pytest.param("dau_discrete_beyond_paper.py", "CartPole-v1", ["--eval-every", "12", *OU_SCALED], marks=SLOW),
-    ("dau_discrete_horizon.py", "CartPole-v1", ["--eval-every", "12", *HORIZON]),  # its memory's extra field
+    ("dau_discrete_research.py", "CartPole-v1", ["--eval-every", "12", *RESEARCH]),  # its memory's extra field
     pytest.param("dau_continuous_horizon.py", "Pendulum-v1", ["--value-horizon", "0.05"], marks=SLOW),
     pytest.param("dqn_baseline.py", "CartPole-v1", ["--tau", "0.5"], marks=SLOW),
     pytest.param("dau_continuous.py", "HalfCheetah-v4", [], marks=SLOW),

@@ -1,8 +1,7 @@
-"""The variant scripts, a paper's script plus options the paper does not use: dau_discrete_beyond_paper.py,
-dau_discrete_td_noise.py and dau_discrete_horizon.py (whose options combine), dau_discrete.py's; and
-dau_continuous_horizon.py, dau_continuous.py's. With their defaults each is the paper's script, number for number;
-each option does what its help says (--value-update: test_discrete.py's paper's-deltas test; --exploration
-ou-scaled's resume: test_resume.py)."""
+"""The research variants, a paper's script plus options the paper does not use: dau_discrete_research.py (whose
+options all combine), dau_discrete.py's; and dau_continuous_horizon.py, dau_continuous.py's. With their options off
+each is the paper's script, number for number; each option does what its help says (--value-update:
+test_discrete.py's paper's-deltas test; every option's resume: test_resume.py)."""
 
 import copy
 import json
@@ -15,11 +14,8 @@ from helpers import ROOT, TINY, discrete_td, fixed_batch, flat, per_sample_gradi
 import dau_continuous as continuous_paper
 import dau_continuous_horizon as continuous_horizon
 import dau_discrete as paper
-import dau_discrete_beyond_paper as beyond
-import dau_discrete_horizon as horizon
-import dau_discrete_td_noise as td_noise
+import dau_discrete_research as research
 import harness.args
-import harness.horizon
 
 SHORT = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "4", "--checkpoint-every", "100"]
 
@@ -47,13 +43,11 @@ def papers_run(tmp_path_factory):
 @pytest.mark.parametrize(
     "script,extra",
     [
-        ("dau_discrete_beyond_paper.py", []),
-        ("dau_discrete_td_noise.py", []),
-        ("dau_discrete_td_noise.py", ["--learning-rate-reference-dt", "0.01"]),  # the sqrt(dt) rule at dt = DT0
-        ("dau_discrete_horizon.py", []),
-        ("dau_discrete_horizon.py", ["--value-horizon", "0.01"]),  # V's target over one step: n = 1
+        ("dau_discrete_research.py", []),
+        ("dau_discrete_research.py", ["--learning-rate-reference-dt", "0.01"]),  # the sqrt(dt) rule at dt = DT0
+        ("dau_discrete_research.py", ["--value-horizon", "0.01"]),  # V's target over one step: n = 1
     ],
-    ids=["beyond_paper", "td_noise", "td_noise-reference-dt-is-dt", "horizon", "horizon-one-step"],
+    ids=["research", "reference-dt-is-dt", "horizon-one-step"],
 )
 def test_with_its_defaults_the_variant_is_the_papers_script(script, extra, papers_run, tmp_path):
     """The same short run of dau_discrete.py and of the variant with its defaults: the same evals.csv (wall times
@@ -77,9 +71,9 @@ def test_scaled_ou_exploration_does_not_fade_as_the_advantages_grow():
     for exploration in ("ou", "ou-scaled"):
         for scale in (1, 64):
             torch.manual_seed(0)
-            noise, spread = beyond.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), beyond.RunningSpread(7.5, 0.01, "cpu")
+            noise, spread = research.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), research.RunningSpread(7.5, 0.01, "cpu")
             actions[exploration, scale] = torch.stack(
-                [beyond.explore(scale * advantages, noise, exploration, 0.0, spread.update(scale * advantages))
+                [research.explore(scale * advantages, noise, exploration, 0.0, spread.update(scale * advantages))
                  for _ in range(50)]
             )  # fmt: skip
     greedy = advantages.argmax(-1)
@@ -88,10 +82,10 @@ def test_scaled_ou_exploration_does_not_fade_as_the_advantages_grow():
     assert changed["ou", 64] < changed["ou", 1] / 10 and changed["ou-scaled", 64] > changed["ou", 1] > 0.02
     torch.manual_seed(0)
     unit = torch.tensor([[1.0, -1.0]]).repeat(2000, 1)
-    noise, spread = beyond.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), beyond.RunningSpread(7.5, 0.01, "cpu")
-    scaled = beyond.explore(unit, noise, "ou-scaled", 0.0, spread.update(unit))
+    noise, spread = research.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), research.RunningSpread(7.5, 0.01, "cpu")
+    scaled = research.explore(unit, noise, "ou-scaled", 0.0, spread.update(unit))
     torch.manual_seed(0)
-    assert torch.equal(scaled, beyond.explore(unit, beyond.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), "ou", 0.0))
+    assert torch.equal(scaled, research.explore(unit, research.OUNoise((2000, 2), 7.5, 1.5, 0.01, "cpu"), "ou", 0.0))
 
 
 def test_the_advantages_running_spread_has_a_physical_time_limit():
@@ -99,7 +93,7 @@ def test_the_advantages_running_spread_has_a_physical_time_limit():
     it reads the same 0.1 s later at dt 0.01 and 0.001."""
     readings = {}
     for dt in (0.01, 0.001):
-        spread = beyond.RunningSpread(7.5, dt, "cpu")
+        spread = research.RunningSpread(7.5, dt, "cpu")
         for _ in range(round(1 / dt)):
             spread.update(torch.tensor([[1.0, -1.0]]))
         for _ in range(round(0.1 / dt)):
@@ -120,17 +114,17 @@ def test_value_learning_rate_sets_alpha_v_apart_from_alpha_a(tmp_path):
         ("apart", ["--value-learning-rate", "0.02"]),
     ):
         (tmp_path / name).mkdir()
-        run_script("dau_discrete_beyond_paper.py", *SHORT, *extra, cwd=tmp_path / name)
+        run_script("dau_discrete_research.py", *SHORT, *extra, cwd=tmp_path / name)
         logs[name] = logged(tmp_path / name)
         groups = logs[name][2]["state"]["optimizer"]["param_groups"]
         if name == "apart":
-            value_parameters = len(list(beyond.Value(4, 256, beyond.Normalizer(4)).net.parameters()))
+            value_parameters = len(list(research.Value(4, 256, research.Normalizer(4)).net.parameters()))
             assert [len(group["params"]) for group in groups] == [value_parameters, value_parameters]
             assert [group["lr"] for group in groups] == pytest.approx([0.02 * 0.01, 0.1 * 0.01])
     assert logs["default"][:2] == logs["equal"][:2]
     assert logs["apart"][1] != logs["default"][1]
     result = run_script(
-        "dau_discrete_beyond_paper.py", *SHORT, "--value-learning-rate", "0", cwd=tmp_path, check=False, timeout=120
+        "dau_discrete_research.py", *SHORT, "--value-learning-rate", "0", cwd=tmp_path, check=False, timeout=120
     )
     assert result.returncode != 0 and "--value-learning-rate must be positive" in result.stderr
     assert not (tmp_path / "runs").exists()
@@ -139,7 +133,7 @@ def test_value_learning_rate_sets_alpha_v_apart_from_alpha_a(tmp_path):
 def test_the_sqrt_dt_rule_sets_the_learning_rates_from_the_reference_step(papers_run, tmp_path):
     """--learning-rate-reference-dt DT0: alpha * sqrt(dt * DT0) (at dt 0.01 and DT0 0.04, twice alpha * dt), another
     run than the paper's; a reference step of 0 is refused before any work."""
-    evals, diagnostics, variant = short_run(tmp_path / "variant", "dau_discrete_td_noise.py",
+    evals, diagnostics, variant = short_run(tmp_path / "variant", "dau_discrete_research.py",
                                             "--learning-rate-reference-dt", "0.04")  # fmt: skip
     assert [group["lr"] for group in variant["state"]["optimizer"]["param_groups"]] == pytest.approx([0.1 * 0.02])
     assert diagnostics != papers_run[1]
@@ -147,14 +141,14 @@ def test_the_sqrt_dt_rule_sets_the_learning_rates_from_the_reference_step(papers
         ("--learning-rate-reference-dt", "0", "--learning-rate-reference-dt must be positive"),
         ("--terminal-rows", "-1", "--terminal-rows and --weight-decay must be >= 0"),
     ):
-        result = run_script("dau_discrete_td_noise.py", *SHORT, flag, value, cwd=tmp_path, check=False, timeout=120)
+        result = run_script("dau_discrete_research.py", *SHORT, flag, value, cwd=tmp_path, check=False, timeout=120)
         assert result.returncode != 0 and message in result.stderr, result.stderr
     assert not (tmp_path / "runs").exists()
 
 
 def small_buffer(terminal_rows):
     """A buffer of 10 transitions whose observation is its row, terminal at `terminal_rows`."""
-    buffer = td_noise.ReplayBuffer(12, 1, "cpu")
+    buffer = research.ReplayBuffer(12, 1, "cpu")
     rows = torch.arange(10.0)
     terminated = torch.zeros(10)
     terminated[list(terminal_rows)] = 1
@@ -189,11 +183,12 @@ def test_weighted_update_and_decoupled_weight_decay():
     for name, weight, decay in (("paper", None, 0.0), ("weighted", torch.full((8,), 1 / 8), 0.0),
                                 ("decayed", None, 5.0)):  # fmt: skip
         torch.manual_seed(0)
-        normalizer = td_noise.Normalizer(3)
-        value, advantage = td_noise.Value(3, 16, normalizer), td_noise.Advantage(3, 2, 16, normalizer)
+        normalizer = research.Normalizer(3)
+        value, advantage = research.Value(3, 16, normalizer), research.Advantage(3, 2, 16, normalizer)
         optimizer = torch.optim.RMSprop([*value.parameters(), *advantage.parameters()], lr=learning_rate, alpha=1 - dt)
         extra = [] if weight is None else [weight]
-        stats[name] = td_noise.update([*batch, *extra], value, advantage, optimizer, dt, 0.8, decay)
+        options = research.Args(terminal_rows=len(extra), weight_decay=decay)  # a weight field where terminal_rows
+        stats[name] = research.update([*batch, *extra], value, advantage, optimizer, dt, 0.8, options)
         parameters[name] = torch.cat(
             [parameter.detach().flatten() for parameter in optimizer.param_groups[0]["params"]]
         )
@@ -216,8 +211,9 @@ def profile(frame, event, arg):
     if event == "call" and name in calls:
         local = frame.f_locals
         if name == "update" and frame.f_code.co_filename == {script!r}:
-            calls[name].append([local["dt"], local["gamma"], local["advantage_rate_clip"],
-                                local["without_terminal_rows"], len(local["batch"])])
+            options = local["options"]
+            calls[name].append([local["dt"], local["gamma"], options.advantage_rate_clip,
+                                options.advantage_without_terminal_rows, options.terminal_rows, len(local["batch"])])
         elif name == "rows_ahead":
             calls[name].append(local["steps"])
         elif name == "horizon_target":
@@ -246,22 +242,23 @@ def recorded_calls(folder, script, *extra):
 
 
 def test_the_horizon_options_reach_the_update_and_a_horizon_of_0_is_refused(tmp_path):
-    """The training loop passes each option on: with all three (V's target over 0.05 s, 5 steps at dt 0.01), every
-    update() gets A's rate clip, the terminal-row flag, the run's dt and gamma and a batch with the rows ahead (9
-    fields), sampled over 5 steps; the loop marks which rows continue their env's previous row (some do, some do not).
-    Off, update() gets the paper's batch (5 fields) and no option. Fails on an option that does not reach update(), a
-    horizon of another length than round(H / dt) steps, or V's target made with another dt or gamma.
-    --value-horizon 0 is refused before any work."""
-    options = ["--value-horizon", "0.05", "--advantage-without-terminal-rows", "--advantage-rate-clip", "7"]
-    calls = recorded_calls(tmp_path / "on", "dau_discrete_horizon.py", *options)
-    assert calls == {"update": {(0.01, 0.8, 7.0, True, 9)}, "rows_ahead": {5}, "horizon_target": {(0.01, 0.8)}}
+    """The training loop passes each option on: with the three of the episode's end and --terminal-rows (V's target
+    over 0.05 s, 5 steps at dt 0.01), every update() gets A's rate clip, the terminal-row flag, the run's dt and gamma
+    and a batch with the rows' weights and the rows ahead (10 fields), sampled over 5 steps; the loop marks which rows
+    continue their env's previous row (some do, some do not). Off, update() gets the paper's batch (5 fields) and no
+    option. Fails on an option that does not reach update(), a horizon of another length than round(H / dt) steps,
+    or V's target made with another dt or gamma. --value-horizon 0 is refused before any work."""
+    options = ["--value-horizon", "0.05", "--advantage-without-terminal-rows", "--advantage-rate-clip", "7",
+               "--terminal-rows", "4"]  # fmt: skip
+    calls = recorded_calls(tmp_path / "on", "dau_discrete_research.py", *options)
+    assert calls == {"update": {(0.01, 0.8, 7.0, True, 4, 10)}, "rows_ahead": {5}, "horizon_target": {(0.01, 0.8)}}
     (run_dir,) = (tmp_path / "on" / "runs").glob("*__*")
     replay = torch.load(run_dir / "checkpoint.pt", weights_only=True)["state"]["replay"]
     assert 0 < replay["fields"][5][: replay["size"]].mean() < 1
-    off = recorded_calls(tmp_path / "off", "dau_discrete_horizon.py")
-    assert off == {"update": {(0.01, 0.8, None, False, 5)}, "rows_ahead": set(), "horizon_target": set()}
+    off = recorded_calls(tmp_path / "off", "dau_discrete_research.py")
+    assert off == {"update": {(0.01, 0.8, None, False, 0, 5)}, "rows_ahead": set(), "horizon_target": set()}
     result = run_script(
-        "dau_discrete_horizon.py", *SHORT, "--value-horizon", "0", cwd=tmp_path, check=False, timeout=120
+        "dau_discrete_research.py", *SHORT, "--value-horizon", "0", cwd=tmp_path, check=False, timeout=120
     )
     assert result.returncode != 0 and "--value-horizon must be positive" in result.stderr, result.stderr
     assert not (tmp_path / "runs").exists()
@@ -309,14 +306,14 @@ def test_the_memory_check_counts_the_horizons_extra_float_per_row(monkeypatch):
     exactly = 2 * harness.args.buffer_rows(settle(paper), 0.01) * 4 * (2 * 4 + 1 + 2)  # settled on this machine
     monkeypatch.setattr(harness.args.psutil, "virtual_memory", lambda: type("Memory", (), {"available": exactly}))
     settle(paper)
-    settle(horizon)
+    settle(research)
     with pytest.raises(ValueError, match="the replay buffer needs .* lower --buffer-time"):
-        settle(horizon, value_horizon=0.05)
+        settle(research, value_horizon=0.05)
 
 
 # The paper's script and its horizon variant, and the sizes of their replay rows after the capacity: (obs,) or
 # (obs, action) dimensions.
-HORIZON_PAIRS = {"discrete": (paper, horizon, (3,)), "continuous": (continuous_paper, continuous_horizon, (3, 2))}
+HORIZON_PAIRS = {"discrete": (paper, research, (3,)), "continuous": (continuous_paper, continuous_horizon, (3, 2))}
 
 
 def horizon_buffers(pair, follows, steps=4, envs=4):
@@ -334,12 +331,17 @@ def horizon_buffers(pair, follows, steps=4, envs=4):
     return buffers
 
 
-def step_from(module, networks, batch, *options):
+def options_off(module):
+    """update()'s options: dau_discrete_research.py's Args with every option off, none for the other scripts."""
+    return [module.Args()] if module is research else []
+
+
+def step_from(module, networks, batch):
     """The parameters of each network (V, A and, continuous, the actor) and the stats after `module`'s update() on
     `batch`, one RMSprop step from a copy of `networks`."""
     networks = copy.deepcopy(networks)
     optimizer = torch.optim.RMSprop([p for network in networks for p in network.parameters()], lr=1e-3, alpha=0.99)
-    stats = module.update(batch, *networks, optimizer, 0.01, 0.8, *options)
+    stats = module.update(batch, *networks, optimizer, 0.01, 0.8, *options_off(module))
     return (*map(flat, networks), stats)
 
 
@@ -361,7 +363,7 @@ def test_a_value_horizon_of_one_step_and_the_defaults_are_alg1s_step_bit_for_bit
     torch.manual_seed(1)
     papers_batch = [field[0] for field in papers_buffer.sample(1, 16)]
     torch.manual_seed(1)
-    batch = [field[0] for field in buffer.sample(1, 16, steps)]
+    batch = [field[0] for field in buffer.sample(1, 16, steps=steps)]
     assert len(batch) == 9 and all(torch.equal(mine, its) for mine, its in zip(batch[:5], papers_batch, strict=True))
     papers_step = step_from(papers, networks, papers_batch)
     defaults = step_from(variant, networks, papers_batch)  # its options off
@@ -373,7 +375,7 @@ def test_a_value_horizon_of_one_step_and_the_defaults_are_alg1s_step_bit_for_bit
 
 
 def episodes_in_a_buffer(pair, envs=2, steps=8):
-    """Two envs' `steps` steps, as the scripts add them (follows from harness.horizon, every action greedy): env 0
+    """Two envs' `steps` steps, as the scripts add them (the buffer's follows, every action greedy): env 0
     terminates at its step 2 and starts again, env 1 is truncated at its step 5 (its last s' is not the next s).
     Returns the variant's buffer and each env's transitions (s's id, r, d, s'), s's id (a unique number) the first
     entry of s, from which a test computes the n-step return on its own."""
@@ -391,7 +393,7 @@ def episodes_in_a_buffer(pair, envs=2, steps=8):
         next_obs = torch.tensor([[last_ids[env], 0.3 * env, -0.1 * (step + 1)] for env in range(envs)])
         reward = torch.rand(envs, generator=generator)
         action = torch.randint(2, (envs, 1), generator=generator) if pair == "discrete" else torch.rand(envs, 2) * 2 - 1
-        buffer.add(obs, action, reward, terminated, next_obs, harness.horizon.follows(buffer, obs))
+        buffer.add(obs, action, reward, terminated, next_obs, buffer.follows(obs))
         for env in range(envs):
             transitions[env].append((ids[env][-1], reward[env].item(), terminated[env].item(), next_obs[env]))
             ids[env].append(next_ids[env])
@@ -414,7 +416,7 @@ def test_the_value_horizons_step_is_the_per_sample_formula(pair, float64):
     buffer, transitions = episodes_in_a_buffer(pair)
     torch.set_default_dtype(torch.float64)
     torch.manual_seed(1)
-    batch = [field[0].double() if field.is_floating_point() else field[0] for field in buffer.sample(1, 32, n)]
+    batch = [field[0].double() if field.is_floating_point() else field[0] for field in buffer.sample(1, 32, steps=n)]
     obs, action, *_ = batch
     value, advantage = networks[:2]
     steps = {row[0]: (env, step) for env, rows in enumerate(transitions) for step, row in enumerate(rows)}
@@ -446,7 +448,7 @@ def test_the_value_horizons_step_is_the_per_sample_formula(pair, float64):
     assert batch[7].max() == 1  # some rows' returns end at a termination
     before = flat(value)
     optimizer = torch.optim.SGD([p for network in networks for p in network.parameters()], lr=1.0)
-    variant.update(batch, *networks, optimizer, dt, gamma)
+    variant.update(batch, *networks, optimizer, dt, gamma, *options_off(variant))
     torch.testing.assert_close(before - flat(value), expected / len(obs), rtol=1e-9, atol=1e-12)
 
 
@@ -461,10 +463,10 @@ def test_the_value_horizons_target_is_the_n_step_return_cut_where_the_greedy_pol
     next_obs = [[1, 2, 50, 4, 5, 6], [11, 12, 13, 60, 15, 16]]  # env 0 terminates at step 2, env 1 truncated at 3
     terminated = [[0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0]]
     greedy = [[1, 1, 1, 1, 1, 1], [1, 1, 0, 1, 1, 1]]  # env 1's step 2: the noise changed the greedy action
-    buffer = horizon.ReplayBuffer(11, 1, "cpu", 2)
+    buffer = research.ReplayBuffer(11, 1, "cpu", 2)
     for step in range(6):
         observation = torch.tensor([[obs[0][step]], [obs[1][step]]], dtype=torch.float32)
-        follows = harness.horizon.follows(buffer, observation, torch.tensor([greedy[0][step], greedy[1][step]]) > 0)
+        follows = buffer.follows(observation, torch.tensor([greedy[0][step], greedy[1][step]]) > 0)
         buffer.add(observation, torch.zeros(2, dtype=torch.long), 0.5 + observation[:, 0] / 10,
                    torch.tensor([terminated[0][step], terminated[1][step]]),
                    torch.tensor([[next_obs[0][step]], [next_obs[1][step]]]), follows)  # fmt: skip
@@ -478,8 +480,8 @@ def test_the_value_horizons_target_is_the_n_step_return_cut_where_the_greedy_pol
         return 3 + 0.5 * observation[..., 0]
 
     torch.manual_seed(0)
-    obs_sampled, _, reward, _, _, *ahead = (field[0] for field in buffer.sample(1, 400, steps))
-    targets = harness.horizon.horizon_target(reward, *ahead, value, dt, gamma)
+    obs_sampled, _, reward, _, _, *ahead = (field[0] for field in buffer.sample(1, 400, steps=steps))
+    targets = research.horizon_target(reward, *ahead, value, dt, gamma)
     assert set(obs_sampled[:, 0].tolist()) == set(expected)
     for row, target in zip(obs_sampled[:, 0].tolist(), targets.tolist(), strict=True):
         rewarded, bootstrap = expected[row]
@@ -502,8 +504,8 @@ def test_as_step_without_terminal_rows_or_with_its_rate_clipped_is_the_per_sampl
     dV/dtheta), Alg. 1's, unclipped. A clip above every rate is no clip, bit for bit."""
     dt, gamma = 0.01, 0.8
     torch.manual_seed(0)
-    normalizer = horizon.Normalizer(4)
-    value, advantage = horizon.Value(4, 16, normalizer), horizon.Advantage(4, 3, 16, normalizer)
+    normalizer = research.Normalizer(4)
+    value, advantage = research.Value(4, 16, normalizer), research.Advantage(4, 3, 16, normalizer)
     batch = fixed_batch(obs_dim=4, num_actions=3, n=12)  # every third transition terminated
     v0, a0 = copy.deepcopy(value), copy.deepcopy(advantage)
     rows = [discrete_td(v0, a0, transition, dt, gamma) for transition in zip(*batch, strict=True)]
@@ -518,15 +520,17 @@ def test_as_step_without_terminal_rows_or_with_its_rate_clipped_is_the_per_sampl
     n = len(batch[0])
     assert 0 < batch[3].sum() < n and (not clipped or 0 < (rates.abs() > clip).sum() < n)
     optimizer = torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0)
-    horizon.update(batch, value, advantage, optimizer, dt, gamma, without_terminal_rows, advantage_rate_clip=clip)
+    options = research.Args(advantage_without_terminal_rows=without_terminal_rows, advantage_rate_clip=clip)
+    research.update(batch, value, advantage, optimizer, dt, gamma, options)
     torch.testing.assert_close(flat(v0) - flat(value), expected_theta / n, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(flat(a0) - flat(advantage), expected_psi / n, rtol=1e-9, atol=1e-12)
     steps = {}  # Alg. 1's step (the same for V, another for A), and the options' with a clip that binds nowhere
-    mask = {"without_terminal_rows": without_terminal_rows}
-    for name, script, options in (("paper", paper, {}), ("unclipped", horizon, mask),
-                                  ("never-binding", horizon, mask | {"advantage_rate_clip": 1e30})):  # fmt: skip
+    mask = {"advantage_without_terminal_rows": without_terminal_rows}
+    for name, script, options in (("paper", paper, {}), ("unclipped", research, mask),
+                                  ("never-binding", research, mask | {"advantage_rate_clip": 1e30})):  # fmt: skip
         value, advantage = copy.deepcopy(v0), copy.deepcopy(a0)
         optimizer = torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=1.0)
+        options = {"options": research.Args(**options)} if script is research else {}
         script.update(batch, value, advantage, optimizer, dt=dt, gamma=gamma, **options)
         steps[name] = flat(value), flat(advantage)
     torch.testing.assert_close(flat(v0) - steps["paper"][0], expected_theta / n, rtol=1e-9, atol=1e-12)
@@ -541,5 +545,5 @@ def test_a_rate_clip_that_is_not_positive_and_finite_is_refused():
     clip's off value, an infinite c, is its default None, as every positive flag here takes finite values only."""
     for bad in (0.0, -5.0, float("inf")):
         with pytest.raises(ValueError, match="--advantage-rate-clip must be positive"):
-            horizon.check_args(horizon.Args(advantage_rate_clip=bad))
-    horizon.check_args(horizon.Args(advantage_rate_clip=2000.0))
+            research.check_args(research.Args(advantage_rate_clip=bad))
+    research.check_args(research.Args(advantage_rate_clip=2000.0))

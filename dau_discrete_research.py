@@ -1,15 +1,24 @@
-"""Deep Advantage Updating (DAU) for discrete actions, with options for what A and V learn where an episode ends.
+"""Deep Advantage Updating (DAU) for discrete actions, with the research options beyond the paper, free to combine.
 
-dau_discrete.py (the paper's Alg. "Deep Advantage Updating (Discrete actions)") plus three options beyond the paper,
-off by default, free to combine (issues 49, 56; docs/reproduce.md, "Beyond the paper"). A terminal transition's TD
-error is V's O(1) jump (an action moves CartPole's pole by O(dt^2) in a step): --advantage-without-terminal-rows
-leaves those rows out of A's update. --value-horizon H: V's target over round(H / dt) steps of its env, cut at an
-episode's end or a noise-changed action (as Watkins' Q(lambda)); a row's flag is set when it is written, so its
-fixed point is the value of the greedy actions of the policies that wrote the memory, not of today's greedy policy.
---advantage-rate-clip c: A's TD rate td / dt clipped to [-c, c] value/s at every dt (as DQN clips its TD error,
-Mnih et al. 2015): near a failure A's target grows as dt shrinks. With its defaults: dau_discrete.py, bit for bit.
+dau_discrete.py (the paper's Alg. "Deep Advantage Updating (Discrete actions)") plus the options of the studies in
+docs/research/, each off by default; with every option off it computes what dau_discrete.py computes, to the bit (a
+test), and `diff dau_discrete.py dau_discrete_research.py` shows exactly the options. None is recommended: each study's
+page gives its verdict under the rule of docs/benchmarks.md (no worse than the paper's DAU at every dt, better at some).
 
-    python dau_discrete_horizon.py --dt 0.0005 --value-horizon 0.05 --advantage-rate-clip 2000
+- Exploration and V's level (docs/research/exploration.md, value_level.md): --exploration ou-scaled (the OU noise
+  times the advantages' running spread), --value-update greedy|exploring (V's target without -dt A) and
+  --value-learning-rate (alpha_V apart from alpha_A).
+- TD noise that grows like 1 / dt (docs/research/td_noise.md): --learning-rate-reference-dt (the learning rates
+  alpha * sqrt(dt DT0), the paper's Discussion on RMSprop), --terminal-rows (more rows per batch from the terminal
+  transitions, stratified: the same expected update) and --weight-decay (decoupled, as AdamW).
+- Where an episode ends (docs/research/failure_boundary.md, horizon.md): --advantage-without-terminal-rows (a
+  terminal row's TD error is V's O(1) jump), --advantage-rate-clip c (A's TD rate td / dt clipped to [-c, c] value/s,
+  as DQN clips its TD error) and --value-horizon H (V's target over round(H / dt) steps of its env, cut at an
+  episode's end or a noise-changed action, as Watkins' Q(lambda); a row's flag is set when it is written, so its
+  fixed point is the value of the greedy actions of the policies that wrote the memory, not of today's).
+
+    python dau_discrete_research.py --dt 0.0005 --value-horizon 0.01
+    python dau_discrete_research.py --dt 0.002 --exploration ou-scaled --terminal-rows 64
 
 Writes runs/<run_name>/evals.csv (scaled return vs physical time); --track logs to W&B.
 """
@@ -28,7 +37,6 @@ import torch.nn as nn
 from harness.args import RunArgs, require_positive
 from harness.envs import make_vector_env
 from harness.gpu import graphed
-from harness.horizon import follows, horizon_steps, horizon_target, rows_ahead
 from harness.run import Run
 
 
@@ -68,7 +76,18 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     gamma: float = 0.8
     """discount per physical second; a step is discounted by gamma**dt"""
     learning_rate: float = 0.1
-    """alpha_V = alpha_A: the learning rates are alpha * dt"""
+    """alpha_A, and alpha_V unless --value-learning-rate: the learning rates are alpha * dt"""
+    value_learning_rate: float | None = None
+    """alpha_V, V's learning rate alpha_V * dt (Alg. 1 has both; the paper sets them equal); None: --learning-rate"""
+    learning_rate_reference_dt: float | None = None
+    """DT0: the learning rates alpha * sqrt(dt * DT0), alpha * dt at dt = DT0 (beyond the paper: its Discussion's rule
+    for TD errors whose variance grows like 1 / dt); None: alpha * dt (Alg. 1)"""
+    terminal_rows: int = 0
+    """N_T: a batch is --batch-size uniform rows plus N_T rows drawn from the terminal transitions, stratified so
+    that the expected update is Alg. 1's (beyond the paper); 0: uniform rows only (Alg. 1)"""
+    weight_decay: float = 0.0
+    """lambda: after each step the weights shrink by 1 - lr * lambda, outside RMSprop's normalisation (decoupled, as
+    AdamW; beyond the paper); 0: none (Alg. 1)"""
     advantage_without_terminal_rows: bool = False
     """A's step leaves out terminal rows, V's keeps them (beyond the paper: their td is V's jump); False: Alg. 1"""
     value_horizon: float | None = None
@@ -76,8 +95,9 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     dt, cut at an episode's end or a non-greedy action (beyond the paper); None: one step (Alg. 1)"""
     advantage_rate_clip: float | None = None
     """c: A's step takes clip(td / dt, -c, c), c in value/s at every dt, V's not (beyond the paper); None: Alg. 1"""
-    exploration: Literal["ou", "epsilon"] = "ou"
-    """ou: argmax of the advantages plus an OU process (Sec. 4.2); epsilon: epsilon-greedy (collapses as dt -> 0)"""
+    exploration: Literal["ou", "epsilon", "ou-scaled"] = "ou"
+    """ou: argmax of the advantages plus an OU process (Sec. 4.2); epsilon: epsilon-greedy (collapses as dt -> 0);
+    ou-scaled: the OU noise times the advantages' running spread over actions (beyond the paper)"""
     epsilon: float = 0.1
     """probability of a uniformly random action per step, with --exploration epsilon"""
     ou_kappa: float = 7.5
@@ -88,14 +108,22 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     """normalise observations by their running mean and std (True or False); None: the env's default (table above)"""
     hidden_size: int = 256
     """width of the two hidden layers"""
+    value_update: Literal["all", "greedy", "exploring"] = "all"
+    """all: V learns from every transition (Alg. 1); beyond the paper, V's target without -dt A: greedy: only from
+    the transitions whose action is argmax A now (A = 0 there); exploring: from every transition, with
+    r dt + gamma^dt V(s') as target (the exploring policy's value)"""
 
 
 def check_args(args):
     """Refuse values of this script's own flags that cannot give a meaningful run (the harness checks the rest)."""
     if not 0 <= args.epsilon <= 1:
         raise ValueError(f"--epsilon must be in [0, 1], got {args.epsilon}")
-    options_on = [name for name in ("value_horizon", "advantage_rate_clip") if getattr(args, name) is not None]
-    require_positive(args, *options_on)
+    options_on = ("value_horizon", "advantage_rate_clip", "value_learning_rate", "learning_rate_reference_dt")
+    require_positive(args, *[name for name in options_on if getattr(args, name) is not None])
+    if args.terminal_rows < 0 or not 0 <= args.weight_decay < math.inf:
+        raise ValueError(
+            f"--terminal-rows and --weight-decay must be >= 0, got {args.terminal_rows}, {args.weight_decay}"
+        )
     return 1 if args.value_horizon else 0  # floats a replay row holds beyond (s, a, r, d, s'): `follows`
 
 
@@ -177,9 +205,35 @@ class OUNoise:
         self.z.copy_(state["z"])
 
 
+class RunningSpread:
+    """--exploration ou-scaled (beyond the paper): the RMS over envs and actions of Abar(s, a) - mean_a' Abar(s, a'),
+    an exponential average over physical time with time constant 1 / kappa (the noise's correlation time), its
+    weights e^(-kappa t) normalised by their sum (so from the first step on). The noise times this has the same law
+    at every dt, and argmax(A + spread z) is the same when A (its last ~1 / kappa seconds) is multiplied by any c > 0:
+    A's drifting scale cannot end exploration."""
+
+    def __init__(self, kappa, dt, device):
+        self.decay = math.exp(-kappa * dt)
+        self.mean_square, self.weight = torch.zeros((), device=device), torch.zeros((), device=device)
+
+    def update(self, values):
+        deviation = values - values.mean(-1, keepdim=True)
+        self.mean_square.mul_(self.decay).add_((1 - self.decay) * deviation.pow(2).mean())
+        self.weight.mul_(self.decay).add_(1 - self.decay)
+        return (self.mean_square / self.weight).sqrt()
+
+    def state_dict(self):
+        return {"mean_square": self.mean_square, "weight": self.weight}
+
+    def load_state_dict(self, state):
+        self.mean_square.copy_(state["mean_square"])
+        self.weight.copy_(state["weight"])
+
+
 class ReplayBuffer:
-    """Ring buffer of (s, a, r, terminated, s') on the training device; with --value-horizon (`env_rows`: an env's next
-    row is env_rows further on) also whether a row continues its env's previous row's return (harness/horizon)."""
+    """Ring buffer of (s, a, r, terminated, s') on the training device. With --value-horizon (`env_rows`: each add
+    writes one row per env, so an env's next row is env_rows further on) a row also holds whether it continues its
+    env's previous row's return (`follows`), and a sampled row brings what its env's next rows give V's target."""
 
     def __init__(self, capacity, obs_dim, device, env_rows=None):
         self.capacity, self.size, self.position = capacity, 0, 0
@@ -197,13 +251,40 @@ class ReplayBuffer:
         self.position = (self.position + len(rows)) % self.capacity
         self.size = min(self.size + len(rows), self.capacity)
 
-    def sample(self, num_batches, batch_size, steps=1):
-        """`num_batches` batches in one gather: (obs, action, reward, terminated, next_obs); with --value-horizon
-        (`steps` n) also what each row's next n - 1 rows of its env give V's target (harness/horizon.py)."""
+    def follows(self, obs, greedy=True):
+        """--value-horizon: whether each env's row about to be added continues its previous row's return: the same
+        episode (that row's s' is this s: no termination or truncation between) and a greedy action (`greedy`)."""
+        if self.size < len(obs):  # the first rows follow none
+            return torch.zeros(len(obs), dtype=torch.bool, device=obs.device)
+        previous = torch.arange(self.position - len(obs), self.position, device=obs.device) % self.capacity
+        return greedy & (self.fields[4][previous] == obs).all(-1)
+
+    def rows_ahead(self, index, steps):
+        """--value-horizon: each sampled row's env's next steps - 1 rows, reached while written after it and each
+        following the one before: their rewards (0 where not reached), how many are reached, the last reached row's
+        d and s' (or the row's own)."""
+        ahead = self.env_rows * torch.arange(1, steps, device=index.device)
+        rows = (index[..., None] + ahead) % self.capacity
+        written = ((self.position - 1 - index) % self.capacity)[..., None] >= ahead  # not past the newest row
+        reached = torch.where(written, self.fields[5][rows, 0], 0).cumprod(-1)
+        last = (index + self.env_rows * reached.sum(-1).long()) % self.capacity
+        rewards = torch.where(reached > 0, self.fields[2][rows, 0], 0)
+        return rewards, reached.sum(-1), self.fields[3][last, 0], self.fields[4][last]
+
+    def sample(self, num_batches, batch_size, terminal_rows=0, steps=1):
+        """`num_batches` batches in one gather: (obs, action, reward, terminated, next_obs); with --terminal-rows N_T,
+        N_T rows more from the terminal transitions and each row's weight in the batch's mean (stratified_weights);
+        with --value-horizon (`steps` n), what each row's next n - 1 rows of its env give V's target (rows_ahead)."""
         index = torch.randint(self.size, (num_batches, batch_size), device=self.fields[0].device)
+        if terminal_rows:
+            terminal = self.fields[3][: self.size, 0].nonzero().squeeze(-1)  # the buffer's terminal rows
+            pick = torch.randint(max(len(terminal), 1), (num_batches, terminal_rows), device=index.device)
+            index = torch.cat([index, terminal[pick] if len(terminal) else pick], 1)  # (none yet: weight 0 below)
         obs, action, reward, terminated, next_obs = (field[index] for field in self.fields[:5])
-        batch = obs, action.long(), reward.squeeze(-1), terminated.squeeze(-1), next_obs
-        return batch if self.env_rows is None else (*batch, *rows_ahead(self, index, steps))
+        batch = [obs, action.long(), reward.squeeze(-1), terminated.squeeze(-1), next_obs]
+        if terminal_rows:
+            batch.append(stratified_weights(batch[3], batch_size, len(terminal), self.size))
+        return batch if self.env_rows is None else [*batch, *self.rows_ahead(index, steps)]
 
     def state_dict(self):  # the filled rows only
         # Host tensors: the filled rows copied (from a GPU, straight to host memory); a full ring on the CPU as it is.
@@ -219,6 +300,16 @@ class ReplayBuffer:
             field[: self.size].copy_(saved)
 
 
+def stratified_weights(terminated, batch_size, terminal_count, size):
+    """--terminal-rows: each row's weight in the batch's mean. Over a buffer of `size` rows, `terminal_count` of them
+    terminal (share d), the mean of f is mean((1 - d_i) f) over uniform rows plus d times the mean of f over terminal
+    rows: the first `batch_size` rows (uniform) weigh (1 - d_i) / batch_size, the others d / N_T. Same expectation as
+    the uniform mean (a test), and the O(1) terminal jumps' variance falls from about d / batch_size to d^2 / N_T."""
+    uniform, terminal = terminated[:, :batch_size], terminated[:, batch_size:]
+    share = terminal_count / size
+    return torch.cat([(1 - uniform) / batch_size, torch.full_like(terminal, share / terminal.shape[1])], 1)
+
+
 # What update() returns, per gradient step: the TD loss mean(td^2), mean V, mean |A|, the terminal transitions' part
 # of the TD loss mean(d td^2), and the share of terminal transitions d in the batch.
 TRAINING_STATS = ("losses/td", "values/v", "values/abs_advantage", "losses/td_terminal", "batch/terminal_share")
@@ -231,31 +322,57 @@ ROUND_STATS = ("exploration/changed_action", "training/failures_per_second", "op
 DIAGNOSTICS = (*TRAINING_STATS, *ROUND_STATS, "batch/terminal_td_share")
 
 
-def update(batch, value, advantage, optimizer, dt, gamma, without_terminal_rows=False, advantage_rate_clip=None):
-    """One gradient step of Alg. 1 (discrete DAU). Returns TRAINING_STATS, no host sync."""
-    obs, action, reward, terminated, next_obs, *ahead = batch  # ahead: --value-horizon's (rows_ahead)
+def horizon_target(reward, rewards_ahead, steps_ahead, terminated, next_obs, value, dt, gamma):
+    """--value-horizon: V's target over the m = 1 + steps_ahead steps reached (rows_ahead), in physical time as
+    Alg. 1's one-step target: sum_k gamma^(k dt) r_k dt + gamma^(m dt) (1 - d) V(s_m); at m = 1 Alg. 1's to the bit."""
+    discounts = gamma ** (dt * torch.arange(1, rewards_ahead.shape[-1] + 1, device=reward.device))
+    returns = reward + (discounts * rewards_ahead).sum(-1)
+    return returns * dt + (1 - terminated) * gamma**dt * gamma ** (dt * steps_ahead) * value(next_obs)
+
+
+def batch_mean(values, weight):
+    """The batch's mean; with --terminal-rows the stratified weights' sum, whose expectation is the same."""
+    return values.mean() if weight is None else (values * weight).sum()
+
+
+def update(batch, value, advantage, optimizer, dt, gamma, options):
+    """One gradient step of Alg. 1 (discrete DAU), with the research options of `options` (an Args; with every option
+    off, Alg. 1's step to the bit, a test). Returns TRAINING_STATS, no host sync."""
+    obs, action, reward, terminated, next_obs, *extra = batch
+    weight = extra.pop(0) if options.terminal_rows else None  # --terminal-rows: each row's weight in the mean
     advantages = advantage(obs)
     state_value = value(obs)
     advantage_taken = advantages.gather(1, action).squeeze(1) - advantages.max(1).values  # Abar(s,a) - max Abar(s,.)
     q = state_value + dt * advantage_taken  # Q^i = V(s) + dt A(s, a)
     with torch.no_grad():  # no target network: DAU bootstraps on V itself
         target = reward * dt + (1 - terminated) * gamma**dt * value(next_obs)  # Q~^i = r dt + (1-d) gamma^dt V(s')
-        value_target = horizon_target(reward, *ahead, value, dt, gamma) if ahead else target  # --value-horizon
+        value_target = horizon_target(reward, *extra, value, dt, gamma) if extra else target  # --value-horizon's
     td = q - target
     # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi: the
     # paper's updates (the official code drops the 1/dt; RMSprop nearly cancels it, we follow the paper).
-    # Beyond the paper (issues 49, 56): V's TD error over the horizon; A's without the terminal rows, (1 - d) td, and
-    # its rate clipped. With the defaults: td / dt for both, Alg. 1's gradients bit for bit (a test); stats: Alg. 1's.
+    # Beyond the paper: V's TD error over the horizon, without -dt A (exploring), or from greedy rows only; A's
+    # without the terminal rows, (1 - d) td, and its rate clipped. Options off: td / dt for both, Alg. 1's gradients.
     value_td = q - value_target
-    advantage_rate = ((1 - terminated) * td if without_terminal_rows else td).detach() / dt
-    if advantage_rate_clip is not None:  # V's rate is not clipped: its jump at a failure is what V must learn
-        advantage_rate = advantage_rate.clamp(-advantage_rate_clip, advantage_rate_clip)
-    critic_objective = (value_td.detach() / dt * state_value + advantage_rate * advantage_taken).mean()
+    if options.value_update == "exploring":  # V(s) - r dt - gamma^dt V(s'): the exploring policy's value
+        value_td = value_td - dt * advantage_taken
+    value_term = value_td.detach() / dt * state_value
+    if options.value_update == "greedy":  # V's step from the transitions where A(s, a) = 0 only
+        value_term = value_term * (advantage_taken.detach() == 0)
+    advantage_rate = ((1 - terminated) * td if options.advantage_without_terminal_rows else td).detach() / dt
+    if options.advantage_rate_clip is not None:  # V's rate is not clipped: its jump at a failure is what V must learn
+        advantage_rate = advantage_rate.clamp(-options.advantage_rate_clip, options.advantage_rate_clip)
+    critic_objective = batch_mean(value_term + advantage_rate * advantage_taken, weight)
     optimizer.zero_grad()
     critic_objective.backward()
     optimizer.step()  # theta and psi both updated from the same batch and parameters
-    return torch.stack([(td**2).mean(), state_value.mean(), advantage_taken.abs().mean(), (terminated * td**2).mean(),
-                        terminated.mean()]).detach()  # fmt: skip
+    if options.weight_decay:  # decoupled: w <- w (1 - lr lambda), which RMSprop's denominators do not divide
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                for parameter in group["params"]:
+                    parameter.mul_(1 - group["lr"] * options.weight_decay)
+    return torch.stack([batch_mean(td**2, weight), batch_mean(state_value, weight),
+                        batch_mean(advantage_taken.abs(), weight), batch_mean(terminated * td**2, weight),
+                        batch_mean(terminated, weight)]).detach()  # fmt: skip
 
 
 def gradient_rms(optimizer, network):
@@ -264,11 +381,14 @@ def gradient_rms(optimizer, network):
     return torch.cat(squares).mean().sqrt()
 
 
-def explore(values, noise, exploration, epsilon):
-    """pi_explore: argmax_a (values[a] + z[a]), z an OU process with one component per action (Sec. 4.2);
-    or epsilon-greedy, which tends to a deterministic policy as dt -> 0 (Theorem on epsilon-greedy)."""
+def explore(values, noise, exploration, epsilon, noise_scale=None):
+    """pi_explore: argmax_a (values[a] + z[a]), z an OU process with one component per action (Sec. 4.2), times
+    noise_scale if given (--exploration ou-scaled); or epsilon-greedy, which tends to a deterministic policy as
+    dt -> 0 (Theorem on epsilon-greedy)."""
     if exploration == "ou":
         return (values + noise.step()).argmax(-1)
+    if exploration == "ou-scaled":
+        return (values + noise_scale * noise.step()).argmax(-1)
     random_action = torch.randint_like(values[..., 0], values.shape[-1], dtype=torch.long)
     explore_now = torch.rand_like(values[..., 0]) < epsilon
     return torch.where(explore_now, random_action, values.argmax(-1))
@@ -323,29 +443,38 @@ if __name__ == "__main__":
 
     run.evaluate_saved_model(networks, evaluate=evaluate_policy, act=act)  # --eval-model: evaluates, then exits
     targets = {}  # DAU has no target networks: it bootstraps on V itself
-    # RMSprop without momentum, learning rates alpha * dt and smoothing 1 - dt (Alg. 1).
+    # RMSprop without momentum, learning rates alpha * dt and smoothing 1 - dt (Alg. 1); with a reference step DT0,
+    # alpha * dt * sqrt(DT0 / dt) = alpha * sqrt(dt DT0): RMSprop already multiplies the steps by O(sqrt dt) when the
+    # TD error's variance grows like 1 / dt (paper, Discussion, "Near-continuous RL and RMSProp").
+    reference_scale = math.sqrt((args.learning_rate_reference_dt or dt) / dt)  # (DT0 = dt: 1.0, Alg. 1's to the bit)
+    groups = [{"params": [*value.parameters(), *advantage.parameters()],
+               "lr": args.learning_rate * dt * reference_scale}]  # fmt: skip
+    if args.value_learning_rate is not None:  # alpha_V apart from alpha_A
+        groups = [{"params": value.parameters(), "lr": args.value_learning_rate * dt * reference_scale},
+                  {"params": advantage.parameters(), "lr": args.learning_rate * dt * reference_scale}]  # fmt: skip
     optimizer = torch.optim.RMSprop(
-        [{"params": [*value.parameters(), *advantage.parameters()], "lr": args.learning_rate * dt}],
+        groups,
         alpha=1 - dt, momentum=0, foreach=True,  # foreach: the same arithmetic as the per-tensor loop, faster
         capturable=device.type == "cuda",  # its step counts on the GPU, as a CUDA graph needs; the same arithmetic
     )  # fmt: skip
     envs = make_vector_env(args, dt, args.num_envs, args.seed, args.env_workers)  # --env-workers: in K processes
     # run.replay_rows: --buffer-time in transitions at this dt, at most what the run collects
     buffer = ReplayBuffer(run.replay_rows, obs_dim, device, args.num_envs if args.value_horizon else None)
-    value_horizon_steps = horizon_steps(args.value_horizon, dt)  # --value-horizon's n, >= 1
+    value_horizon_steps = max(1, round(args.value_horizon / dt)) if args.value_horizon else 1  # its n, >= 1
     noise = OUNoise((args.num_envs, num_actions), args.ou_kappa, args.ou_sigma, dt, device)
+    spread = RunningSpread(args.ou_kappa, dt, device)  # --exploration ou-scaled's measure of A's scale
 
     def train_round(batches):  # Alg. lines "for k = 1, nb_learn": one gradient step on each batch
         return torch.stack([update(batch=[field[k] for field in batches], value=value, advantage=advantage,
-                               optimizer=optimizer, dt=dt, gamma=args.gamma,
-                               advantage_rate_clip=args.advantage_rate_clip,
-                               without_terminal_rows=args.advantage_without_terminal_rows)
+                               optimizer=optimizer, dt=dt, gamma=args.gamma, options=args)
                             for k in range(args.updates_per_round)])  # fmt: skip
 
     train_round = graphed(train_round, device)  # on a GPU, the round launched at once as one CUDA graph
     obs, _ = envs.reset(seed=args.seed)
     # What --resume restores; harness/loop.py looks the optimizer up under "optimizer" to save it in model.pt.
     state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise}
+    if args.exploration == "ou-scaled":
+        state["spread"] = spread
     # Returns the observations to go on from: on a --resume, the checkpoint's in place of the reset's.
     obs = run.start(envs, obs, state=state, networks=networks, evaluate=evaluate_policy, act=act,
                     diagnostics=DIAGNOSTICS)  # fmt: skip
@@ -358,17 +487,19 @@ if __name__ == "__main__":
                     normalizer.update(obs_tensor)
                 with torch.no_grad():  # a = argmax_a (A(s, a) + z[a]) (Sec. 4.2)
                     advantages = advantage(obs_tensor)
-                    action = explore(advantages, noise, args.exploration, args.epsilon)
+                    noise_scale = spread.update(advantages) if args.exploration == "ou-scaled" else None
+                    action = explore(advantages, noise, args.exploration, args.epsilon, noise_scale)
                     changed_action += (action != advantages.argmax(-1)).float().mean()
                     # --value-horizon: whether each row continues its env's previous row's return (a greedy action)
-                    continues = ([follows(buffer, obs_tensor, action == advantages.argmax(-1))]
+                    continues = ([buffer.follows(obs_tensor, action == advantages.argmax(-1))]
                                  if args.value_horizon else [])  # fmt: skip
                     action = action.cpu().numpy()
                 next_obs, reward, terminated, real_next_obs = env_step(envs, action)
                 failures += int(terminated.sum())
                 buffer.add(obs, action, reward, terminated, real_next_obs, *continues)
                 obs = next_obs
-            stats = train_round(buffer.sample(args.updates_per_round, args.batch_size, value_horizon_steps))
+            batches = buffer.sample(args.updates_per_round, args.batch_size, args.terminal_rows, value_horizon_steps)
+            stats = train_round(batches)
             round_stats = [changed_action / args.steps_per_round,
                            torch.tensor(failures / run.round_time, device=device),  # round_time: one round, envs summed
                            gradient_rms(optimizer, value), gradient_rms(optimizer, advantage)]  # fmt: skip
