@@ -3,6 +3,7 @@ recognised by the command that made it, two calls on one folder running each poi
 diverged run left alone, one log per grid point."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 from unittest.mock import patch
 
 import pytest
+import torch
 from helpers import ROOT, TINY_SWEEP, executor, read_csv, start_and_signal
 
 from harness.checkpoint import CHECKPOINT
@@ -66,6 +68,43 @@ def test_every_kept_run_is_found_by_the_command_that_made_it(files, overrides, r
         sweep = run_local.load_sweep(ROOT / "sweeps" / f"{name}.yaml", overrides)
         missing = [point for point in run_local.grid(sweep) if not run_local.is_done(sweep, point, runs)]
         assert not missing, (name, missing[:3])
+
+
+# The kept grids of the research variants, and their first diagnostics rows that HEAD must write again.
+VARIANT_GRIDS = [grid for grid in KEPT_GRIDS if any("research" in name or "horizon" in name for name in grid[0])]
+REPRODUCED_TIME = 30  # physical seconds: three rounds at dt 0.005, long before the replay ring could wrap
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("files,overrides,results", VARIANT_GRIDS, ids=lambda value: str(value).split("/")[-1][:40])
+def test_head_writes_a_kept_variant_runs_rows_on_the_machine_that_made_it(files, overrides, results, tmp_path):
+    """The kept runs of the research variants were made by scripts since merged (dau_discrete_research.py) or by
+    earlier commits: HEAD's script, started by the sweep file's agent command at one point of the grid (the finest
+    dt up to 0.005 and the first seed), writes the kept run's diagnostics.csv rows and evaluations over its first
+    REPRODUCED_TIME physical seconds, bit for bit as printed. Only on a CPU of the kept run's model with its one
+    torch thread: another CPU takes another code path in MKL, and other numbers (docs/log.md, 2026-11-28)."""
+    from harness.run_info import machine_info
+
+    sweep = run_local.load_sweep(ROOT / "sweeps" / f"{files[0]}.yaml", overrides)
+    pairs = [(path, run) for path, run in run_local.readable_runs(ROOT / results) if run.get("completed")]
+    points = [point for point in run_local.grid(sweep) if run_local.is_done(sweep, point, [run for _, run in pairs])]
+    point = min(points, key=lambda point: (abs(point["dt"] - 0.005), point["seed"]))
+    path, kept = next((path, run) for path, run in pairs if run_local.same_point(sweep, point, [run]))
+    if kept["machine"]["cpu"] != machine_info(torch.device("cpu"))["cpu"] or kept["machine"]["torch_threads"] != 1:
+        pytest.skip(f"{path.parent.name} was made on {kept['machine']['cpu']}, with one torch thread")
+    sweep_here = sweep | {"program": str(ROOT / sweep["program"])}  # started from a folder of its own
+    command = run_local.agent_command(sweep_here, point | {"total_time": REPRODUCED_TIME})
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    subprocess.run(command, cwd=tmp_path, env=env, check=True, capture_output=True, timeout=300)
+    (run_dir,) = (tmp_path / "runs").glob("*__*")
+    for name in ("diagnostics.csv", "evals.csv"):
+        rows = [[row for row in read_csv(folder / name) if float(row["physical_time"]) <= REPRODUCED_TIME]
+                for folder in (run_dir, path.parent)]  # fmt: skip
+        for row in (*rows[0], *rows[1]):
+            row.pop("wall_time", None)
+        if name == "evals.csv":  # the shorter run's last evaluation, at its end, is not one of the kept run's
+            rows[0] = [row for row in rows[0] if row["physical_time"] in {row["physical_time"] for row in rows[1]}]
+        assert rows[0] == rows[1] and len(rows[0]) >= (2 if name == "diagnostics.csv" else 1), name
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "sweeps" / "readme").glob("*.yaml")), ids=lambda path: path.stem)
