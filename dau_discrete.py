@@ -13,7 +13,6 @@ are all scaled with the time step dt, so one set of arguments works at any dt.
 Writes runs/<run_name>/evals.csv (scaled return vs physical time); --track logs to W&B.
 """
 
-import copy
 import math
 import os
 from dataclasses import dataclass
@@ -262,10 +261,8 @@ def env_step(envs, action):
 
 
 def evaluate(advantage, eval_envs):
-    """Mean scaled return of one greedy episode (argmax_a A(s, a)) in each evaluation env."""
-    # On the CPU, as a copy (on a CPU machine the same network, so the same numbers): a step of the few evaluation
-    # envs is a forward pass too small for a GPU, which spends it in kernel launches and a sync per step.
-    advantage = copy.deepcopy(advantage).cpu()
+    """Mean scaled return of one greedy episode (argmax_a A(s, a)) in each evaluation env, `advantage` a copy on
+    the CPU (harness/evaluations.py)."""
     obs, _ = eval_envs.reset()
     returns = np.full(eval_envs.num_envs, np.nan)
     while np.isnan(returns).any():
@@ -293,8 +290,8 @@ if __name__ == "__main__":
         with torch.no_grad():
             return advantage(torch.as_tensor(obs[None], dtype=torch.float32, device=device))[0].argmax().item()
 
-    def evaluate_policy():
-        return evaluate(advantage, run.eval_envs)
+    def evaluate_policy(networks):  # a copy of them on the CPU, as they were when it was due (harness/evaluations.py)
+        return evaluate(networks["advantage"], run.eval_envs)
 
     run.evaluate_saved_model(networks, evaluate=evaluate_policy, act=act)  # --eval-model: evaluates, then exits
     targets = {}  # DAU has no target networks: it bootstraps on V itself

@@ -261,10 +261,8 @@ def env_step(envs, action, action_low, action_high):
 
 
 def evaluate(actor, eval_envs, action_low, action_high):
-    """Mean scaled return of one deterministic episode in each evaluation env."""
-    # On the CPU, as a copy (on a CPU machine the same network, so the same numbers): a step of the few evaluation
-    # envs is a forward pass too small for a GPU, which spends it in kernel launches and a sync per step.
-    actor = copy.deepcopy(actor).cpu()
+    """Mean scaled return of one deterministic episode in each evaluation env, `actor` a copy on
+    the CPU (harness/evaluations.py)."""
     obs, _ = eval_envs.reset()
     returns = np.full(eval_envs.num_envs, np.nan)
     while np.isnan(returns).any():
@@ -294,8 +292,8 @@ if __name__ == "__main__":
             action = actor(torch.as_tensor(obs[None], dtype=torch.float32, device=device))[0].cpu().numpy()
         return action_low + (action + 1) / 2 * (action_high - action_low)
 
-    def evaluate_policy():
-        return evaluate(actor, run.eval_envs, action_low, action_high)
+    def evaluate_policy(networks):  # a copy of them on the CPU, as they were when it was due (harness/evaluations.py)
+        return evaluate(networks["actor"], run.eval_envs, action_low, action_high)
 
     run.evaluate_saved_model(networks, evaluate=evaluate_policy, act=act)  # --eval-model: evaluates, then exits
     target_qf, target_actor = copy.deepcopy(qf), copy.deepcopy(actor)

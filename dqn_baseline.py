@@ -259,10 +259,8 @@ def env_step(envs, action):
 
 
 def evaluate(qf, eval_envs):
-    """Mean scaled return of one greedy episode (argmax_a Q(s, a)) in each evaluation env."""
-    # On the CPU, as a copy (on a CPU machine the same network, so the same numbers): a step of the few evaluation
-    # envs is a forward pass too small for a GPU, which spends it in kernel launches and a sync per step.
-    qf = copy.deepcopy(qf).cpu()
+    """Mean scaled return of one greedy episode (argmax_a Q(s, a)) in each evaluation env, `qf` a copy on
+    the CPU (harness/evaluations.py)."""
     obs, _ = eval_envs.reset()
     returns = np.full(eval_envs.num_envs, np.nan)
     while np.isnan(returns).any():
@@ -289,8 +287,8 @@ if __name__ == "__main__":
         with torch.no_grad():
             return qf(torch.as_tensor(obs[None], dtype=torch.float32, device=device))[0].argmax().item()
 
-    def evaluate_policy():
-        return evaluate(qf, run.eval_envs)
+    def evaluate_policy(networks):  # a copy of them on the CPU, as they were when it was due (harness/evaluations.py)
+        return evaluate(networks["qf"], run.eval_envs)
 
     run.evaluate_saved_model(networks, evaluate=evaluate_policy, act=act)  # --eval-model: evaluates, then exits
     target_qf = copy.deepcopy(qf)

@@ -23,7 +23,8 @@ from harness.settings import env_settings
 
 # Arguments a resumed run may change: none of them changes what the run computes (a larger --total-time only adds
 # rounds).
-RESUME_MAY_CHANGE = ("resume", "total_time", "track", "save_model", "capture_video", "checkpoint_every", "env_workers")
+RESUME_MAY_CHANGE = ("resume", "total_time", "track", "save_model", "capture_video", "checkpoint_every", "env_workers",
+                     "eval_in_background")  # fmt: skip
 # What an env with the other kind of actions is told to use (the scripts for its actions, each with its baseline).
 SCRIPTS_FOR_ACTIONS = {gym.spaces.Box: ("continuous", "dau_continuous.py or ddpg_baseline.py"),
                        gym.spaces.Discrete: ("discrete", "dau_discrete.py or dqn_baseline.py")}  # fmt: skip
@@ -59,6 +60,9 @@ class RunArgs:
     --total-time extends it"""
     env_workers: int = 1
     """processes stepping the training envs, each its share (the same numbers at any count); 1: this process"""
+    eval_in_background: bool | None = None
+    """evaluate a copy of the policy in a thread while training goes on (the same evals.csv); None: where a core is
+    free (a GPU run; on the CPU, more cores than torch's threads and the env workers use)"""
 
 
 def parse_args(args_class, description, script):

@@ -97,17 +97,18 @@ class Logs:
                             "charts/SPS": sps, "charts/updates_per_second": clock.updates / wall_time})  # fmt: skip
         clock.log_rows += 1
 
-    def evaluation_row(self, scaled_return, seconds, wall_time):
-        """A row of evals.csv (and W&B, and the console): an evaluation's mean scaled return, which took `seconds`."""
-        clock, self.last_eval = self.clock, scaled_return
+    def evaluation_row(self, scaled_return, seconds, wall_time, physical_time, env_steps, updates):
+        """A row of evals.csv (and W&B, and the console): the mean scaled return of an evaluation begun at
+        `physical_time`, `env_steps` and `updates` (harness/evaluations.py), which took `seconds`."""
+        self.last_eval = scaled_return
         self.eval_seconds += seconds
-        self.evals_csv.writerow([f"{clock.physical_time:.6f}", clock.env_steps, clock.updates, f"{wall_time:.2f}",
+        self.evals_csv.writerow([f"{physical_time:.6f}", env_steps, updates, f"{wall_time:.2f}",
                                  f"{scaled_return:.4f}"])  # fmt: skip
         self.evals_file.flush()
-        self.console.print(f"physical time {clock.physical_time:8.1f} s   scaled return "
+        self.console.print(f"physical time {physical_time:8.1f} s   scaled return "
                            f"{scaled_return:9.2f}   wall {wall_time:6.0f} s")  # fmt: skip
-        if self.wandb and clock.env_steps > self.wandb_has["env_steps"]:
-            self.wandb.log(evaluation_row(clock.physical_time, scaled_return, clock.env_steps))
+        if self.wandb and env_steps > self.wandb_has["env_steps"]:
+            self.wandb.log(evaluation_row(physical_time, scaled_return, env_steps))
 
     def close(self):
         self.evals_file.close()

@@ -12,6 +12,7 @@ from harness.checkpoint import CHECKPOINT, checkpoint_counters, save_model, writ
 from harness.clock import Clock
 from harness.env_state import env_state
 from harness.env_workers import EnvWorkerError, EnvWorkers
+from harness.evaluations import Evaluations, in_background
 from harness.logs import Logs, finish_wandb
 from harness.run_info import NON_FINITE_LOSS, write_run_info
 from harness.videos import EvaluationVideos
@@ -31,10 +32,11 @@ class Loop:
             sys.exit(f"error: --resume {run.run_dir}: its checkpoint has no {', '.join(missing)}: an older version of "
                      "the script made it; resume it with that commit, or start it again")  # fmt: skip
         self.run, self.envs, self.state, self.networks = run, envs, state, networks
-        self.evaluate, self.act, self.completed, self.final_eval_envs = evaluate, act, False, None
+        self.act, self.completed, self.final_eval_envs = act, False, None
         self.clock = Clock(args, run.dt)
         self.logs = Logs(run.run_dir, self.clock, diagnostics, run.wandb, resumed.csv_bytes if resumed else None,
                          wandb_is_new=bool(resumed) and run.wandb_id != resumed.wandb_id)  # fmt: skip
+        self.evaluations = Evaluations(evaluate, self.logs, in_background(args, run.device))
         wall_time = resumed.restore_counters(self.clock, self.logs) if resumed else 0.0
         self.videos = None
         if args.capture_video:  # a separate env, so that the evaluation envs' episodes stay as they are
@@ -58,6 +60,7 @@ class Loop:
         for _ in range(clock.rounds_done, clock.num_rounds):
             if self._stopped_by_sigterm():
                 return
+            self.evaluations.log_ended(self.start_time)  # those in the background that ended during the round
             if clock.evaluation_due():
                 self._evaluate()
                 clock.evaluations += 1
@@ -102,8 +105,7 @@ class Loop:
             self.logs.diagnostics_row(sps, wall_time)
 
     def _stopped_by_sigterm(self, saved=False):
-        """Whether a SIGTERM has asked the run to stop; if so, the state now goes to the checkpoint (unless it was
-        just saved), to go on from with --resume."""
+        """Whether a SIGTERM asked the run to stop; if so, the state goes to the checkpoint (unless just saved)."""
         if not self.run.preemption.requested:
             return False
         if not saved:
@@ -113,13 +115,11 @@ class Loop:
         return True
 
     def _evaluate(self, final=False):
-        """An evaluation, logged, with its video when one is due; the final one keeps the evaluation envs' state
-        before it, for model.pt."""
-        evaluation_start = time.time()
+        """An evaluation begun, and its video when due; the final one awaited, the eval envs' state before it kept."""
         if final:
+            self.evaluations.log_ended(self.start_time, wait=True)
             self.final_eval_envs = [env_state(env) for env in self.run.eval_envs.envs]
-        scaled_return = self.evaluate()
-        self.logs.evaluation_row(scaled_return, time.time() - evaluation_start, time.time() - self.start_time)
+        self.evaluations.begin(self.networks, self.clock, self.start_time, wait=final)
         if self.videos is not None:
             self.videos.record(self.act, f"physical-time-{self.clock.physical_time:.0f}s", final)
 
@@ -128,6 +128,7 @@ class Loop:
                    eval_envs_state=eval_envs_state)  # fmt: skip
 
     def _save_state(self):
+        self.evaluations.log_ended(self.start_time, wait=True)  # the checkpoint holds every evaluation begun
         run, counters = self.run, checkpoint_counters(self.clock, self.logs, time.time() - self.start_time)
         write_checkpoint(run.run_dir, script=run.script, run_name=run.run_name, args=run.args, device=run.device,
                          wandb_id=run.wandb_id, counters=counters, state=self.state, envs=self.envs, obs=self.obs,
@@ -144,10 +145,11 @@ class Loop:
         self.logs.progress.stop()
         if isinstance(self.envs, EnvWorkers):
             self.envs.close()
+        if error_type is KeyboardInterrupt:
+            self.logs.console.print("interrupted: keeping what was logged (and the evaluations in flight, once ended)")
+        self.evaluations.finish(self.start_time, error_type)  # an evaluation begun is not lost, however the run ends
         if error_type is EnvWorkerError:
             sys.exit(f"error: {error}")
-        if error_type is KeyboardInterrupt:
-            self.logs.console.print("interrupted: keeping what was logged")
         self.logs.close()
         if error_type not in (None, KeyboardInterrupt):
             return False

@@ -20,6 +20,7 @@ from harness.args import buffer_rows, parse_args, settle_args
 from harness.checkpoint import load_model, restore_model
 from harness.clock import Preemption
 from harness.envs import make_vector_env
+from harness.evaluations import policy_copy
 from harness.files import claim_run_dir, new_run_dir, remove_if_never_started, remove_run_dir
 from harness.logs import finish_wandb, start_wandb
 from harness.loop import Loop
@@ -89,9 +90,9 @@ class Run:
             self.wandb_id = self.wandb.run.id
 
     def evaluate_saved_model(self, networks, *, evaluate, act):
-        """--eval-model: load the networks (a dict of modules, as saved), evaluate them with `evaluate()` (the
-        mean scaled return over the evaluation envs), record a video with `act` (observation -> env action) if
-        asked, and exit the process. Without --eval-model, nothing."""
+        """--eval-model: load the networks (a dict of modules, as saved), evaluate them with `evaluate(networks)` (the
+        mean scaled return of their copy on the CPU over the evaluation envs), record a video with `act` (observation
+        -> env action) if asked, and exit the process. Without --eval-model, nothing."""
         args = self.args
         if not args.eval_model:
             return
@@ -99,7 +100,7 @@ class Run:
             restore_model(self.model, args.eval_model, self.script, networks=networks, eval_envs=self.eval_envs)
         except ValueError as error:
             sys.exit(f"error: {error}")
-        scaled_return = evaluate()
+        scaled_return = evaluate(policy_copy(networks))
         print(f"{args.eval_model}: mean scaled return {scaled_return:.2f} over {args.num_eval_envs} episodes")
         if self.wandb:  # the W&B run of --eval-model --track: its one row (the model file is in its config)
             self.wandb.log({"eval/scaled_return": scaled_return})
@@ -113,10 +114,11 @@ class Run:
 
     def start(self, envs, obs, *, state, networks, evaluate, act, diagnostics):
         """Open the logs and, for a resumed run, put back the checkpoint's state: `state` (a dict of the script's
-        objects with state_dict / load_state_dict: networks, optimizer, replay memory, noise), the training envs
-        `envs` and their observations `obs`, the evaluation envs and the generators. `networks` is what model.pt
-        keeps, `evaluate()` gives a mean scaled return, `act` an env action for one observation (videos), and
-        `diagnostics` the column names of diagnostics.csv. Returns the observations to go on from."""
+        objects with state_dict / load_state_dict: networks, optimizer, replay memory, noise), the training envs `envs`
+        and their observations `obs`, the evaluation envs and the generators. `networks` is what model.pt keeps,
+        `evaluate(networks)` gives the mean scaled return of their copy on the CPU (harness/evaluations.py),
+        `act` an env action for one observation (videos), and `diagnostics` the column names of diagnostics.csv.
+        Returns the observations to go on from."""
         self.loop = Loop(self, envs, obs, state=state, networks=networks, evaluate=evaluate, act=act,
                          diagnostics=diagnostics)  # fmt: skip
         self.round_time = self.loop.clock.round_time  # physical seconds of interaction per round

@@ -19,7 +19,8 @@ from harness.files import save_json
 NON_FINITE_LOSS = "non-finite loss"  # run.json's stopped_by for a run that diverged: run again, it diverges again
 # Arguments that change nothing a run computes: a run's identity (run_identity) leaves them out.
 NOT_COMPUTED = ("exp_name", "cpu", "track", "wandb_project_name", "wandb_entity", "wandb_group", "save_model",
-                "eval_model", "capture_video", "checkpoint_every", "resume", "env_workers")  # fmt: skip
+                "eval_model", "capture_video", "checkpoint_every", "resume", "env_workers",
+                "eval_in_background")  # fmt: skip
 # What the code computed before an argument existed, as that argument's value: a run.json written before it has no
 # such key, and reads as this (the commit that added the argument, which kept the numbers of the code before it).
 VALUE_BEFORE = {"round_seconds": None,  # 5a765e3: --round-seconds, off by default

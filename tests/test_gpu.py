@@ -14,6 +14,7 @@ from test_scripts import CONTINUOUS, SCRIPTS, env_defaults
 
 import harness.args
 import harness.envs
+import harness.evaluations
 import harness.gpu
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (DAU_TEST_DEVICE=cuda)")
@@ -124,9 +125,10 @@ def test_a_graphed_round_computes_what_the_eager_round_computes(script, eager_ro
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_evaluation_runs_on_the_cpu_whatever_the_networks_device(script, as_the_scripts_run_on_a_gpu):
-    """evaluate() with the network on the GPU (where there is one) scores exactly what the network's CPU copy
-    scores in the same evaluation envs (a forward pass on the GPU rounds otherwise, and Pendulum's actions carry
-    that into the return), and leaves the network on its device, as it was."""
+    """evaluate() on the harness's copy of the networks (harness.evaluations.policy_copy) with the network on the GPU
+    (where there is one) scores exactly what the network's CPU copy scores in the same evaluation envs (a forward
+    pass on the GPU rounds otherwise, and Pendulum's actions carry that into the return), and leaves the network on
+    its device, as it was."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     env_id, obs_dim, action_dim = ("Pendulum-v1", 3, 1) if script in CONTINUOUS else ("CartPole-v1", 4, 2)
     module, modules, *_ = round_parts(script, device, obs_dim, action_dim)
@@ -138,7 +140,9 @@ def test_evaluation_runs_on_the_cpu_whatever_the_networks_device(script, as_the_
         bounds = (envs.single_action_space.low, envs.single_action_space.high) if script in CONTINUOUS else ()
         return module.evaluate(network, envs, *bounds)
 
-    assert score(network) == score(copy.deepcopy(network).cpu())
+    copied = harness.evaluations.policy_copy({"network": network})["network"]
+    assert next(copied.parameters()).device.type == "cpu"
+    assert score(copied) == score(copy.deepcopy(network).cpu())
     assert all(torch.equal(tensor, before[name]) and tensor.device.type == device.type
                for name, tensor in network.state_dict().items())  # fmt: skip
 

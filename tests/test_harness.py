@@ -226,6 +226,103 @@ def offline_runs(cwd):
     return [read_wandb_run(folder) for folder in sorted(Path(cwd).glob("wandb/offline-run-*"))]
 
 
+# A script run with each evaluation slowed by a sleep as it begins (in whichever thread plays it), which records, per
+# evaluation, the thread that played it and the update() calls made when it began and when it ended
+# (evaluations.json), and a line in began.txt as each begins.
+SLOW_EVALUATIONS = """
+import json, runpy, sys, threading, time
+sys.path.insert(0, {root!r})
+updates, evaluations = [0], []
+
+
+def profile(frame, event, arg):
+    if frame.f_code.co_filename != {script!r} or event not in ("call", "return"):
+        return
+    if frame.f_code.co_name == "update" and event == "call":
+        updates[0] += 1
+    elif frame.f_code.co_name == "evaluate" and event == "call":
+        evaluations.append([threading.current_thread().name, updates[0]])
+        with open("began.txt", "a") as file:
+            file.write("began\\n")
+        time.sleep({sleep})
+    elif frame.f_code.co_name == "evaluate":  # one thread plays the evaluations one after another
+        evaluations[-1].append(updates[0])
+
+
+sys.argv[0] = {script!r}
+threading.setprofile(profile)
+sys.setprofile(profile)
+try:
+    runpy.run_path({script!r}, run_name="__main__")
+finally:
+    sys.setprofile(None)
+    with open("evaluations.json", "w") as file:
+        json.dump(evaluations, file)
+"""
+
+
+def slow_evaluations(folder, sleep, script="dau_continuous.py"):
+    """SLOW_EVALUATIONS for `script` in `folder`, whose evaluations each sleep `sleep` seconds as they begin."""
+    folder.mkdir(exist_ok=True)
+    probe = folder / "slow_evaluations.py"
+    probe.write_text(SLOW_EVALUATIONS.format(root=str(ROOT), script=str(ROOT / script), sleep=sleep))
+    return probe
+
+
+BACKGROUND_RUN = [*TINY_PENDULUM, "--total-time", "4", "--checkpoint-every", "100"]
+
+
+def test_an_evaluation_in_the_background_logs_what_it_logs_at_once_while_training_goes_on(tmp_path):
+    """--eval-in-background True: each evaluation plays a copy of the policy taken at the round it is due, in a thread,
+    while the rounds go on (slowed by 0.5 s as each begins, so that the rounds run ahead and a later evaluation
+    plays a copy of an earlier round's policy); evals.csv, diagnostics.csv and the checkpoint are those of the
+    same run evaluating at once (Pendulum's returns move with any change of the actor). Fails on a copy taken
+    when the thread begins rather than at the round."""
+    logged = {}
+    for name, background in (("at-once", "False"), ("background", "True")):
+        probe = slow_evaluations(tmp_path / name, 0.5)
+        run_script(str(probe), *BACKGROUND_RUN, "--eval-in-background", background, cwd=tmp_path / name)
+        (run_dir,) = (tmp_path / name / "runs").glob("*__*")
+        evals = [
+            {key: value for key, value in row.items() if key != "wall_time"} for row in read_evals(tmp_path / name)
+        ]
+        checkpoint = torch.load(run_dir / "checkpoint.pt", weights_only=True)["state"]["actor"]
+        calls = json.loads((tmp_path / name / "evaluations.json").read_text())
+        logged[name] = evals, (run_dir / "diagnostics.csv").read_text(), checkpoint, calls
+    (evals, diagnostics, actor, calls), background = logged["at-once"], logged["background"]
+    assert len(evals) == 5 and evals == background[0] and diagnostics == background[1]
+    assert all(torch.equal(actor[key], background[2][key]) for key in actor)
+    assert all(thread == "MainThread" and began == ended for thread, began, ended in calls)
+    threads = {thread for thread, *_ in background[3]}
+    assert len(background[3]) == 5 and len(threads) == 1 and threads != {"MainThread"}
+    # Training went on while an evaluation played, and an evaluation began after more updates than its row's: it
+    # played a copy of an earlier round's policy.
+    assert any(ended > began for _, began, ended in background[3])
+    assert any(began > int(row["updates"]) for (_, began, _), row in zip(background[3], evals, strict=True))
+
+
+def test_ctrl_c_keeps_the_evaluation_in_flight(tmp_path):
+    """Ctrl-C while an evaluation plays in the background (the third, slowed by 2 s): the run waits for it and logs
+    it, as the same run uninterrupted logs it; the process ends with the state of an interrupted run."""
+    probe = slow_evaluations(tmp_path / "whole", 0.0)
+    run_script(str(probe), *BACKGROUND_RUN, "--eval-in-background", "True", cwd=tmp_path / "whole")
+    whole = [{key: value for key, value in row.items() if key != "wall_time"} for row in read_evals(tmp_path / "whole")]
+    folder = tmp_path / "interrupted"
+    probe = slow_evaluations(folder, 2.0)
+    process = ScriptProcess(str(probe), *BACKGROUND_RUN, "--eval-in-background", "True", cwd=folder)
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+        if (folder / "began.txt").exists() and len((folder / "began.txt").read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    _, stdout, _ = process.communicate(timeout=120)
+    evals = [{key: value for key, value in row.items() if key != "wall_time"} for row in read_evals(folder)]
+    assert 3 <= len(evals) < len(whole) and evals == whole[: len(evals)], stdout
+    (run_json,) = folder.glob("runs/*/run.json")
+    assert json.loads(run_json.read_text())["stopped_by"] == "Ctrl-C"
+
+
 def test_evaluations_and_checkpoints_fall_on_exact_multiples_of_their_intervals(tmp_path):
     """Rounds of 0.4 s (4 envs x 10 steps of 0.01 s) and an interval of two rounds, 0.8 s: the clock counts whole
     rounds, so the evaluations and checkpoints come at 0, 0.8, 1.6, 2.4, 3.2 s. (Summing 0.4 s a round, 2.4 s
@@ -874,7 +971,7 @@ def test_the_docs_count_the_scripts_that_import_the_harness():
     """The harness's and the README's word for how many scripts share it is the number that import it (it said "the
     four scripts" when seven did)."""
     importing = [path.name for path in ROOT.glob("*.py") if "from harness." in path.read_text()]
-    number = {4: "four", 7: "seven", 8: "eight"}.get(len(importing), str(len(importing)))
+    number = {4: "four", 6: "six", 7: "seven", 8: "eight"}.get(len(importing), str(len(importing)))
     for path in (ROOT / "harness" / "__init__.py", ROOT / "harness" / "run.py", ROOT / "README.md"):
         text = " ".join(path.read_text().split())
         assert f"the {number} scripts" in text or f"all {number} scripts" in text, (path.name, len(importing))
