@@ -301,6 +301,7 @@ def test_an_evaluation_in_the_background_logs_what_it_logs_at_once_while_trainin
     assert any(began > int(row["updates"]) for (_, began, _), row in zip(background[3], evals, strict=True))
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_evaluation_in_flight(tmp_path):
     """Ctrl-C while an evaluation plays in the background (the third, slowed by 2 s): the run waits for it and logs
     it, as the same run uninterrupted logs it; the process ends with the state of an interrupted run."""
