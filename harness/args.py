@@ -61,8 +61,8 @@ class RunArgs:
     env_workers: int = 1
     """processes stepping the training envs, each its share (the same numbers at any count); 1: this process"""
     eval_in_background: bool | None = None
-    """evaluate a copy of the policy in a thread while training goes on (the same evals.csv); None: where a core is
-    free (a GPU run; on the CPU, more cores than torch's threads and the env workers use)"""
+    """evaluate a copy of the policy in a thread while training goes on (the same evals.csv); None: on a GPU run,
+    off on the CPU (where it saved nothing measurable: docs/common.md)"""
 
 
 def parse_args(args_class, description, script):

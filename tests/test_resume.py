@@ -35,7 +35,7 @@ SLOW = pytest.mark.slow  # the quick tier (-m "not slow") resumes dau_discrete.p
 CASES = [
     pytest.param("dau_continuous.py", "Pendulum-v1", [], marks=SLOW),
     pytest.param("ddpg_baseline.py", "Pendulum-v1", ["--tau", "0.5"], marks=SLOW),
-    ("dau_discrete.py", "CartPole-v1", ["--eval-every", "12"]),
+    ("dau_discrete.py", "CartPole-v1", ["--eval-every", "12", "--eval-in-background", "True"]),  # (off on the CPU)
     ("dau_discrete_research.py", "CartPole-v1", ["--eval-every", "12", *RESEARCH]),  # its memory's extra field
     pytest.param("dau_continuous_horizon.py", "Pendulum-v1", ["--value-horizon", "0.05"], marks=SLOW),
     pytest.param("dqn_baseline.py", "CartPole-v1", ["--tau", "0.5"], marks=SLOW),
