@@ -205,11 +205,11 @@ if {point!r} == "evaluation":
     def start_with_a_sigterm_in_the_third_evaluation(self, *args, evaluate, **kwargs):
         evaluations = []
 
-        def evaluate_and_be_stopped():
+        def evaluate_and_be_stopped(networks):
             evaluations.append(None)
             if len(evaluations) == 3:
                 sigterm()
-            return evaluate()
+            return evaluate(networks)
 
         return start(self, *args, evaluate=evaluate_and_be_stopped, **kwargs)
 
