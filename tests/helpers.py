@@ -158,6 +158,36 @@ class ScriptProcess:
         return self.poll(), stdout, stderr
 
 
+# A probe: `script` run as `python script args` would, with `profile` (defined in a body) seeing every function call
+# and return in every thread, and the body's `records` written as JSON to `output` at the end. A body is a format
+# string: {script!r} is the script's path, other fields are the caller's (braces doubled).
+PROFILED = """
+import json, runpy, sys, threading, time
+sys.path.insert(0, {root!r})
+{body}
+sys.argv[0] = {script!r}
+threading.setprofile(profile)
+sys.setprofile(profile)
+try:
+    runpy.run_path({script!r}, run_name="__main__")
+finally:
+    sys.setprofile(None)
+    with open({output!r}, "w") as file:
+        json.dump(records, file)
+"""
+
+
+def profiled_script(folder, script, body, output, **fields):
+    """Write PROFILED for `script` with `body` in `folder` (made if missing); returns the probe's path, to run with
+    run_script or ScriptProcess from `folder`, where `output` appears."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = str(ROOT / script)
+    probe = folder / f"profiled_{Path(script).stem}.py"
+    probe.write_text(PROFILED.format(root=str(ROOT), script=path, output=output,
+                                     body=body.format(script=path, **fields)))  # fmt: skip
+    return probe
+
+
 def run_script(script, *args, cwd, env=None, check=True, timeout=300):
     returncode, stdout, stderr = ScriptProcess(script, *args, cwd=cwd, env=env).communicate(timeout)
     if check:

@@ -22,7 +22,17 @@ import numpy as np
 import psutil
 import pytest
 import torch
-from helpers import ROOT, TINY, ScriptProcess, read_csv, read_evals, read_wandb_run, run_script, start_and_signal
+from helpers import (
+    ROOT,
+    TINY,
+    ScriptProcess,
+    profiled_script,
+    read_csv,
+    read_evals,
+    read_wandb_run,
+    run_script,
+    start_and_signal,
+)
 
 import dau_discrete
 import harness.files
@@ -226,13 +236,11 @@ def offline_runs(cwd):
     return [read_wandb_run(folder) for folder in sorted(Path(cwd).glob("wandb/offline-run-*"))]
 
 
-# A script run with each evaluation slowed by a sleep as it begins (in whichever thread plays it), which records, per
-# evaluation, the thread that played it and the update() calls made when it began and when it ended
-# (evaluations.json), and a line in began.txt as each begins.
+# Each evaluation slowed by a sleep as it begins, in whichever thread plays it (helpers.PROFILED): per evaluation,
+# the thread that played it and the update() calls made when it began and when it ended (evaluations.json), and a
+# line in began.txt as each begins.
 SLOW_EVALUATIONS = """
-import json, runpy, sys, threading, time
-sys.path.insert(0, {root!r})
-updates, evaluations = [0], []
+updates, records = [0], []
 
 
 def profile(frame, event, arg):
@@ -241,32 +249,18 @@ def profile(frame, event, arg):
     if frame.f_code.co_name == "update" and event == "call":
         updates[0] += 1
     elif frame.f_code.co_name == "evaluate" and event == "call":
-        evaluations.append([threading.current_thread().name, updates[0]])
+        records.append([threading.current_thread().name, updates[0]])
         with open("began.txt", "a") as file:
             file.write("began\\n")
         time.sleep({sleep})
     elif frame.f_code.co_name == "evaluate":  # one thread plays the evaluations one after another
-        evaluations[-1].append(updates[0])
-
-
-sys.argv[0] = {script!r}
-threading.setprofile(profile)
-sys.setprofile(profile)
-try:
-    runpy.run_path({script!r}, run_name="__main__")
-finally:
-    sys.setprofile(None)
-    with open("evaluations.json", "w") as file:
-        json.dump(evaluations, file)
+        records[-1].append(updates[0])
 """
 
 
 def slow_evaluations(folder, sleep, script="dau_continuous.py"):
     """SLOW_EVALUATIONS for `script` in `folder`, whose evaluations each sleep `sleep` seconds as they begin."""
-    folder.mkdir(exist_ok=True)
-    probe = folder / "slow_evaluations.py"
-    probe.write_text(SLOW_EVALUATIONS.format(root=str(ROOT), script=str(ROOT / script), sleep=sleep))
-    return probe
+    return profiled_script(folder, script, SLOW_EVALUATIONS, "evaluations.json", sleep=sleep)
 
 
 BACKGROUND_RUN = [*TINY_PENDULUM, "--total-time", "4", "--checkpoint-every", "100"]

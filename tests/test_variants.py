@@ -9,7 +9,16 @@ import json
 import gymnasium as gym
 import pytest
 import torch
-from helpers import ROOT, TINY, discrete_td, fixed_batch, flat, per_sample_gradient, read_evals, run_script
+from helpers import (
+    TINY,
+    discrete_td,
+    fixed_batch,
+    flat,
+    per_sample_gradient,
+    profiled_script,
+    read_evals,
+    run_script,
+)
 
 import dau_continuous as continuous_paper
 import dau_continuous_horizon as continuous_horizon
@@ -198,12 +207,10 @@ def test_weighted_update_and_decoupled_weight_decay():
     assert not torch.equal(parameters["decayed"], parameters["paper"])
 
 
-# A script run with the arguments its update() and the horizon's functions are called with recorded (sys.setprofile
+# The arguments a script's update() and the horizon's functions are called with (helpers.PROFILED: sys.setprofile
 # sees every call of a function by name, the script's own update() included), written as JSON to calls.json.
 RECORD_CALLS = """
-import json, runpy, sys
-sys.path.insert(0, {root!r})
-calls = {{"update": [], "rows_ahead": [], "horizon_target": []}}
+records = calls = {{"update": [], "rows_ahead": [], "horizon_target": []}}
 
 
 def profile(frame, event, arg):
@@ -218,25 +225,13 @@ def profile(frame, event, arg):
             calls[name].append(local["steps"])
         elif name == "horizon_target":
             calls[name].append([local["dt"], local["gamma"]])
-
-
-sys.argv[0] = {script!r}
-sys.setprofile(profile)
-try:
-    runpy.run_path({script!r}, run_name="__main__")
-finally:
-    sys.setprofile(None)
-    with open("calls.json", "w") as file:
-        json.dump(calls, file)
 """
 
 
 def recorded_calls(folder, script, *extra):
     """The calls RECORD_CALLS records in a short run of `script` with `extra` arguments, each kind as a set."""
     folder.mkdir()
-    probe = folder / "record_calls.py"
-    probe.write_text(RECORD_CALLS.format(root=str(ROOT), script=str(ROOT / script)))
-    run_script(str(probe), *SHORT, *extra, cwd=folder)
+    run_script(str(profiled_script(folder, script, RECORD_CALLS, "calls.json")), *SHORT, *extra, cwd=folder)
     return {name: {tuple(call) if isinstance(call, list) else call for call in calls}
             for name, calls in json.loads((folder / "calls.json").read_text()).items()}  # fmt: skip
 
