@@ -61,15 +61,15 @@ def with_ctrl_c():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-# Starting a script costs a fresh interpreter about 3 CPU seconds before its first line, 2.5 of them in `import torch`,
-# and the suite starts a few hundred: a third of its time on CI's two cores. So run_script and start_and_signal
-# fork each script from a server that has imported torch and nothing else, and run it there as `python script.py
-# args` would (argv, sys.path, cwd, environment, __main__, the same exit status and output, the interpreter's
-# shutdown; `random` reseeds itself after a fork, and numpy.random, which `import torch` leaves unloaded, seeds itself
-# in the script). A command whose environment changes what `import torch` reads (OMP_NUM_THREADS, ...)
-# gets a fresh interpreter instead, as does every command the sweep tools start.
+# Starting a script costs a fresh interpreter about 3 CPU seconds before its first line: 1.7 in `import torch` and 1.3
+# in the torch._inductor that the scripts' torch.use_deterministic_algorithms imports. The suite starts a few hundred,
+# which was a third of its time on CI's two cores. So run_script and start_and_signal fork each script from a server
+# that has imported these two and nothing else, and run it there as `python script.py args` would: argv, sys.path,
+# cwd, environment, __main__, the same exit status and output, the interpreter's shutdown, and torch's and NumPy's
+# global generators seeded from the OS as in a fresh interpreter. A command whose environment changes what these
+# imports read (OMP_NUM_THREADS, ...) gets a fresh interpreter instead, as does every command the sweep tools start.
 LAUNCHER = multiprocessing.get_context("forkserver")
-LAUNCHER.set_forkserver_preload(["torch"])
+LAUNCHER.set_forkserver_preload(["torch", "torch._inductor"])
 READ_BY_IMPORT_TORCH = ("OMP_", "GOMP_", "KMP_", "MKL_", "TORCH_", "PYTORCH_", "CUDA_", "CUBLAS_", "PYTHON")
 
 
@@ -101,6 +101,10 @@ def _run_as_main(script, args, cwd, env, path, stdout, stderr):
     os.environ.clear()
     os.environ.update(env)
     sys.argv, sys.path[:] = [script, *args], [str(Path(script).parent), *path]
+    # Otherwise every script would draw the server's numbers. (`random` reseeds itself after a fork.)
+    torch.seed()
+    if "numpy.random" in sys.modules:
+        sys.modules["numpy.random"].seed()
     try:
         runpy.run_path(script, run_name="__main__")
     finally:  # what the interpreter does at exit, which a process of multiprocessing skips: wait, then atexit

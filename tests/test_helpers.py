@@ -32,9 +32,12 @@ if sys.argv[1] == "raise":
 threading.Thread(target=lambda: (time.sleep(0.3), print("thread ended", flush=True))).start()
 print(json.dumps({"argv": sys.argv, "path": sys.path, "cwd": os.getcwd(), "name": __name__, "file": __file__,
                   "probe_variable": os.environ.get("PROBE_VARIABLE"), "threads": torch.get_num_threads(),
-                  "numpy": np.random.rand(), "random": random.random()}))
+                  "torch": torch.rand(1).item(), "numpy": np.random.rand(), "random": random.random()}))
 sys.exit(int(sys.argv[1]))
 """
+
+
+GENERATORS = ("torch", "numpy", "random")  # each seeded from the OS in a fresh interpreter
 
 
 @pytest.fixture
@@ -67,11 +70,11 @@ def test_a_forked_script_runs_as_under_a_fresh_interpreter(probe):
         assert lines[1:] == ["thread ended", "atexit ran"], lines
         outputs.append(json.loads(lines[0]))
     for output in outputs:
-        assert {k: v for k, v in output.items() if k not in ("numpy", "random")} == {
-            k: v for k, v in outputs[-1].items() if k not in ("numpy", "random")
+        assert {k: v for k, v in output.items() if k not in GENERATORS} == {
+            k: v for k, v in outputs[-1].items() if k not in GENERATORS
         }
     # Each forked script draws from a fresh RNG state, as a fresh interpreter does (not the server's, shared by all).
-    assert outputs[0]["numpy"] != outputs[1]["numpy"] and outputs[0]["random"] != outputs[1]["random"]
+    assert all(outputs[0][generator] != outputs[1][generator] for generator in GENERATORS)
 
 
 def test_a_forked_script_reports_errors_and_signals_as_a_fresh_interpreter_does(probe):
