@@ -238,8 +238,11 @@ def offline_runs(cwd):
 
 # Each evaluation slowed by a sleep as it begins, in whichever thread plays it (helpers.PROFILED): per evaluation,
 # the thread that played it and the update() calls made when it began and when it ended (evaluations.json), and a
-# line in began.txt as each begins.
+# line in began.txt as each begins; Ctrl-C as from a terminal, also where the suite runs with SIGINT ignored (a
+# background job).
 SLOW_EVALUATIONS = """
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 updates, records = [0], []
 
 
