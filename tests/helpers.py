@@ -70,7 +70,8 @@ def with_ctrl_c():
 # imports read (OMP_NUM_THREADS, ...) gets a fresh interpreter instead, as does every command the sweep tools start.
 LAUNCHER = multiprocessing.get_context("forkserver")
 LAUNCHER.set_forkserver_preload(["torch", "torch._inductor"])
-READ_BY_IMPORT_TORCH = ("OMP_", "GOMP_", "KMP_", "MKL_", "TORCH_", "PYTORCH_", "CUDA_", "CUBLAS_", "PYTHON")
+# "TORCH": TORCH_*, TORCHINDUCTOR_* and TORCHDYNAMO_*, read by torch._inductor and torch._dynamo as they load.
+READ_AT_IMPORT = ("OMP_", "GOMP_", "KMP_", "MKL_", "TORCH", "PYTORCH_", "CUDA_", "CUBLAS_", "PYTHON")
 
 
 @functools.cache
@@ -87,7 +88,7 @@ def _forkable(env):
     """Whether a script with environment `env` may start from the server."""
     if not _server_env:
         _server_env.update(os.environ)
-    names = {name for name in {*env, *_server_env} if name.startswith(READ_BY_IMPORT_TORCH)}
+    names = {name for name in {*env, *_server_env} if name.startswith(READ_AT_IMPORT)}
     return all(env.get(name) == _server_env.get(name) for name in names)
 
 

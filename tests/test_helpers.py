@@ -98,3 +98,7 @@ def test_an_environment_that_import_torch_reads_gets_a_fresh_interpreter(probe):
     assert isinstance(process.process, subprocess.Popen)
     returncode, stdout, stderr = process.communicate(timeout=60)
     assert returncode == 0 and json.loads(stdout.splitlines()[0])["threads"] == int(threads), stderr
+    # The server's torch._inductor read its own settings as it loaded (TORCHINDUCTOR_*, not TORCH_*).
+    process = ScriptProcess(probe, "0", cwd=probe.parent / "work", env={"TORCHINDUCTOR_CACHE_DIR": str(probe.parent)})
+    assert isinstance(process.process, subprocess.Popen)
+    assert process.communicate(timeout=60)[0] == 0
