@@ -29,11 +29,12 @@ from plot import (
     env_scores,
     expanded_level,
     finished_runs,
+    improvement_cell,
     interval,
     invariance,
     load_runs,
+    mean_cell,
     normalised,
-    probability_of_improvement,
     read_curve,
     robustness_ratio,
     run_score,
@@ -109,8 +110,7 @@ def comparison_table(options):
              + " | fine / coarse | slope per halving | worst / best dt |", "|---" * (len(dts) + 4) + "|"]  # fmt: skip
     ratio_of = functools.partial(robustness_ratio, untrained=untrained)
     for label, scores in rows.items():
-        cells = [f"{np.mean(scores[dt]):.1f}{bracket(interval((scores[dt],), np.mean), '.1f')}" if dt in scores else "—"
-                 for dt in dts]  # fmt: skip
+        cells = [mean_cell(scores[dt]) if dt in scores else "—" for dt in dts]
         ratio_text = slope_text = worst_text = "—"  # over every dt only
         if len(scores) == len(dts):
             result = invariance(normalised(scores, untrained, best))
@@ -130,10 +130,7 @@ def comparison_table(options):
             if dt not in rows[label]:
                 cells.append("—")
                 continue
-            pair = (rows[label][dt], reference[dt])
-            cells.append(
-                f"{probability_of_improvement(*pair):.2f}{bracket(interval(pair, probability_of_improvement), '.2f')}"
-            )
+            cells.append(improvement_cell(rows[label][dt], reference[dt]))
         lines.append(f"| P({label} > {options.reference_label}) | " + " | ".join(cells) + " | | | |")
     lines += ["", f"Scale of the score: untrained {untrained:.1f}, best {best:.1f} ({options.reference}'s table)."]
     lines += ["", "Every step (each variant's mean score minus the reference's, intervals simultaneous over the dt):"]

@@ -293,10 +293,12 @@ def every_step_line(env_id, algorithm, result):
     return f"every-step {env_id} {algorithm} {steps}; departs: {departs}; seeds {result.seeds}"
 
 
-def probability_of_improvement(better, worse):
-    """P(X > Y) + P(X = Y) / 2 for X a run of one sample and Y of the other, over all pairs."""
-    better, worse = np.asarray(better)[:, None], np.asarray(worse)[None, :]
-    return np.mean((better > worse) + 0.5 * (better == worse))
+def probability_of_improvement(better, worse, axis=-1):
+    """P(X > Y) + P(X = Y) / 2 for X a run of one sample and Y of the other, over all pairs; the samples along
+    `axis` (the bootstrap passes a batch of resamples at once)."""
+    better = np.moveaxis(np.asarray(better), axis, -1)[..., :, None]
+    worse = np.moveaxis(np.asarray(worse), axis, -1)[..., None, :]
+    return np.mean((better > worse) + 0.5 * (better == worse), axis=(-2, -1))
 
 
 def mean_curve(curves):
@@ -379,8 +381,7 @@ def robustness_table(runs, selected=()):
             if not shown(algorithm, selected):
                 continue
             by_dt = returns[algorithm]
-            cells = [f"{np.mean(by_dt[dt]):.1f}{bracket(interval((by_dt[dt],), np.mean), '.1f')} (n={len(by_dt[dt])})"
-                     if dt in by_dt else "—" for dt in dts]  # fmt: skip
+            cells = [f"{mean_cell(by_dt[dt])} (n={len(by_dt[dt])})" if dt in by_dt else "—" for dt in dts]
             result = invariance(normalised(by_dt, untrained, best))
             ratio_text = "—" if result.ratio is None else f"{result.ratio:.2f}{bracket(result.ratio_interval, '.2f')}"
             slope_text = "—" if result.slope is None else f"{result.slope:+.3f}{bracket(result.slope_interval, '+.3f')}"
@@ -400,9 +401,7 @@ def robustness_table(runs, selected=()):
                 if dt not in returns["DAU"] or dt not in returns[baseline]:
                     cells.append("—")
                     continue
-                pair = (returns["DAU"][dt], returns[baseline][dt])
-                estimate = probability_of_improvement(*pair)
-                cells.append(f"{estimate:.2f}{bracket(interval(pair, probability_of_improvement), '.2f')}")
+                cells.append(improvement_cell(returns["DAU"][dt], returns[baseline][dt]))
             lines.append(f"| P(DAU > {baseline}) | " + " | ".join(cells) + " | | | |")
         lines += ["", f"Untrained (physical time 0): {untrained:.1f}; best mean run score: {best:.1f}: the score's 0 "
                   "and 1 ([how to read these tables](benchmarks.md)).", ""]  # fmt: skip
@@ -433,6 +432,18 @@ def robustness_table(runs, selected=()):
 def bracket(bounds, spec):
     """ " [low, high]", or nothing without an interval."""
     return f" [{bounds[0]:{spec}}, {bounds[1]:{spec}}]" if bounds else ""
+
+
+def mean_cell(values):
+    """ "mean [low, high]" of a sample's runs (a table's cell)."""
+    return f"{np.mean(values):.1f}{bracket(interval((values,), np.mean, vectorized=True), '.1f')}"
+
+
+def improvement_cell(better, worse):
+    """ "P [low, high]": probability_of_improvement of one sample over the other, with its interval."""
+    pair = (better, worse)
+    estimate = probability_of_improvement(*pair)
+    return f"{estimate:.2f}{bracket(interval(pair, probability_of_improvement, vectorized=True), '.2f')}"
 
 
 def wall_times(algorithm, by_dt):

@@ -80,7 +80,7 @@ def spread_table(runs, last, thresholds):
         lines.append(f"| {folder} | {seed} | {threads} | {curve.wall_time / 60:.1f} | {curve.returns[-1]:.0f} "
                      f"| {finals[-1]:.0f} | {curve.returns.max():.0f} |")  # fmt: skip
     finals = np.array(finals)
-    bounds = plot.interval((finals,), np.mean)
+    bounds = plot.interval((finals,), np.mean, vectorized=True)
     lines += ["", f"Final return over {len(finals)} runs: mean {finals.mean():.0f}{plot.bracket(bounds, '.0f')}, "
               f"median {np.median(finals):.0f}, from {finals.min():.0f} to {finals.max():.0f}. Runs that end above "
               + "; ".join(f"{threshold:g}: {np.sum(finals > threshold)} of {len(finals)}"

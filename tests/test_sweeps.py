@@ -283,6 +283,11 @@ def test_the_probability_of_improvement_counts_pairs_of_runs_and_ties_as_half():
     assert 0 <= low < 6 / 9 < high <= 1
     assert plot.interval(([5.0, 6.0], [1.0, 2.0]), plot.probability_of_improvement) == (1.0, 1.0)
     assert plot.interval(([5.0], [1.0, 2.0]), plot.probability_of_improvement) is None  # one run: no interval
+    # The tables resample it in batches (vectorized): the same interval as resample by resample.
+    pair = ([1.0, 2.0, 3.0, 0.5], [2.0, 2.0, 0.0])
+    batched = plot.interval(pair, plot.probability_of_improvement, vectorized=True)
+    assert batched == plot.interval(pair, plot.probability_of_improvement)
+    assert plot.improvement_cell(*pair) == f"{7 / 12:.2f} [{batched[0]:.2f}, {batched[1]:.2f}]"
 
 
 def test_the_robustness_ratio_when_a_dt_or_every_dt_ends_below_untrained(tmp_path):
