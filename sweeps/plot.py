@@ -440,7 +440,7 @@ def mean_cell(values):
 
 
 def improvement_cell(better, worse):
-    """ "P [low, high]": probability_of_improvement of one sample over the other, with its interval."""
+    """ "P [low, high]": probability_of_improvement of one sample of runs over the other (1-D), with its interval."""
     pair = (better, worse)
     estimate = probability_of_improvement(*pair)
     return f"{estimate:.2f}{bracket(interval(pair, probability_of_improvement, vectorized=True), '.2f')}"

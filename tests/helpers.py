@@ -66,12 +66,15 @@ def with_ctrl_c():
 # which was a third of its time on CI's two cores. So run_script and start_and_signal fork each script from a server
 # that has imported these two and nothing else, and run it there as `python script.py args` would: argv, sys.path,
 # cwd, environment, __main__, the same exit status and output, the interpreter's shutdown, and torch's and NumPy's
-# global generators seeded from the OS as in a fresh interpreter. A command whose environment changes what these
-# imports read (OMP_NUM_THREADS, ...) gets a fresh interpreter instead, as does every command the sweep tools start.
+# global generators seeded from the OS as in a fresh interpreter (not the string hashes' seed: the server's, shared). A
+# command whose environment changes what these imports read (OMP_NUM_THREADS, ...) gets a fresh interpreter instead,
+# as does every command the sweep tools start.
 LAUNCHER = multiprocessing.get_context("forkserver")
 LAUNCHER.set_forkserver_preload(["torch", "torch._inductor"])
-# "TORCH": TORCH_*, TORCHINDUCTOR_* and TORCHDYNAMO_*, read by torch._inductor and torch._dynamo as they load.
-READ_AT_IMPORT = ("OMP_", "GOMP_", "KMP_", "MKL_", "TORCH", "PYTORCH_", "CUDA_", "CUBLAS_", "PYTHON")
+# "TORCH": TORCH_*, TORCHINDUCTOR_* and TORCHDYNAMO_*; with INDUCTOR_*, AOT_INDUCTOR_*, TRITON_* and CXX, what
+# torch._inductor's and torch._dynamo's settings read as they load.
+READ_AT_IMPORT = ("OMP_", "GOMP_", "KMP_", "MKL_", "TORCH", "PYTORCH_", "CUDA_", "CUBLAS_", "PYTHON", "INDUCTOR_",
+                  "AOT_INDUCTOR_", "TRITON_", "CXX")  # fmt: skip
 
 
 @functools.cache
@@ -102,8 +105,9 @@ def _run_as_main(script, args, cwd, env, path, stdout, stderr):
     os.environ.clear()
     os.environ.update(env)
     sys.argv, sys.path[:] = [script, *args], [str(Path(script).parent), *path]
-    # Otherwise every script would draw the server's numbers. (`random` reseeds itself after a fork.)
-    torch.seed()
+    # Otherwise every script would draw the server's numbers. (`random` reseeds itself after a fork; the GPUs'
+    # generators, which the server never started, start in the script as in a fresh interpreter.)
+    torch.default_generator.seed()
     if "numpy.random" in sys.modules:
         sys.modules["numpy.random"].seed()
     try:

@@ -1,6 +1,6 @@
-"""The suite's own launcher (helpers.ScriptProcess): a script forked from the server that has imported torch runs as
-it would as `python script.py args` in a fresh interpreter, so that every test that starts a script tests the
-script, not the launcher."""
+"""The suite's own launcher (helpers.ScriptProcess): a script forked from the server that has imported torch (and
+torch._inductor) runs as it would as `python script.py args` in a fresh interpreter, so that every test that starts a
+script tests the script, not the launcher."""
 
 import json
 import os
@@ -92,7 +92,7 @@ def test_a_forked_script_reports_errors_and_signals_as_a_fresh_interpreter_does(
         assert returncode == handled and ("atexit ran" in stdout) == (signum == signal.SIGTERM)
 
 
-def test_an_environment_that_import_torch_reads_gets_a_fresh_interpreter(probe):
+def test_an_environment_that_the_servers_imports_read_gets_a_fresh_interpreter(probe):
     threads = str(3 - int(os.environ.get("OMP_NUM_THREADS", "1")))  # not the server's: 2 if it has 1, else 1
     process = ScriptProcess(probe, "0", cwd=probe.parent / "work", env={"OMP_NUM_THREADS": threads})
     assert isinstance(process.process, subprocess.Popen)
