@@ -95,8 +95,9 @@ def _forkable(env):
     return all(env.get(name) == _server_env.get(name) for name in names)
 
 
-def _run_as_main(script, args, cwd, env, path, stdout, stderr):
-    """In the forked process: become `python script args` in cwd with env, writing to the files stdout and stderr."""
+def _run_as_main(script, args, cwd, env, path, stdout, stderr, ctrl_c):
+    """In the forked process: become `python script args` in cwd with env, writing to the files stdout and stderr
+    (with Python's Ctrl-C handler if `ctrl_c`, as with_ctrl_c gives a fresh interpreter)."""
     for stream, name in ((1, stdout), (2, stderr)):
         file = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(file, stream)
@@ -105,6 +106,8 @@ def _run_as_main(script, args, cwd, env, path, stdout, stderr):
     os.environ.clear()
     os.environ.update(env)
     sys.argv, sys.path[:] = [script, *args], [str(Path(script).parent), *path]
+    if ctrl_c:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # Otherwise every script would draw the server's numbers. (`random` reseeds itself after a fork; the GPUs'
     # generators, which the server never started, start in the script as in a fresh interpreter.)
     torch.default_generator.seed()
@@ -121,20 +124,22 @@ def _run_as_main(script, args, cwd, env, path, stdout, stderr):
 
 class ScriptProcess:
     """`python script args` started from the server, or as a fresh interpreter (see above); Popen's few methods
-    that the tests use, the output read back once it has ended."""
+    that the tests use, the output read back once it has ended. `ctrl_c`: the script takes SIGINT as from a terminal,
+    also where the suite runs with SIGINT ignored (a background job, whose children inherit that)."""
 
-    def __init__(self, script, *args, cwd, env=None):
+    def __init__(self, script, *args, cwd, env=None, ctrl_c=False):
         env, script = {**os.environ, **(env or {})}, str(ROOT / script)
         self.outputs = tempfile.TemporaryDirectory()
         self.files = [os.path.join(self.outputs.name, name) for name in ("stdout", "stderr")]
         if _forkable(env):
             path = _fresh_interpreter_path()
-            self.process = LAUNCHER.Process(target=_run_as_main, args=(script, args, str(cwd), env, path, *self.files))
+            self.process = LAUNCHER.Process(target=_run_as_main,
+                                            args=(script, args, str(cwd), env, path, *self.files, ctrl_c))  # fmt: skip
             self.process.start()
         else:
             with open(self.files[0], "w") as stdout, open(self.files[1], "w") as stderr:
                 self.process = subprocess.Popen([sys.executable, script, *args], cwd=cwd, env=env, stdout=stdout,
-                                                stderr=stderr)  # fmt: skip
+                                                stderr=stderr, preexec_fn=with_ctrl_c if ctrl_c else None)  # fmt: skip
         self.pid = self.process.pid
 
     def poll(self):
@@ -197,8 +202,8 @@ def profiled_script(folder, script, body, output, **fields):
     return probe
 
 
-def run_script(script, *args, cwd, env=None, check=True, timeout=300):
-    returncode, stdout, stderr = ScriptProcess(script, *args, cwd=cwd, env=env).communicate(timeout)
+def run_script(script, *args, cwd, env=None, check=True, timeout=300, ctrl_c=False):
+    returncode, stdout, stderr = ScriptProcess(script, *args, cwd=cwd, env=env, ctrl_c=ctrl_c).communicate(timeout)
     if check:
         assert returncode == 0, stderr[-3000:]
     return subprocess.CompletedProcess([script, *args], returncode, stdout, stderr)

@@ -238,11 +238,8 @@ def offline_runs(cwd):
 
 # Each evaluation slowed by a sleep as it begins, in whichever thread plays it (helpers.PROFILED): per evaluation,
 # the thread that played it and the update() calls made when it began and when it ended (evaluations.json), and a
-# line in began.txt as each begins; Ctrl-C as from a terminal, also where the suite runs with SIGINT ignored (a
-# background job).
+# line in began.txt as each begins.
 SLOW_EVALUATIONS = """
-import signal
-signal.signal(signal.SIGINT, signal.default_int_handler)
 updates, records = [0], []
 
 
@@ -307,7 +304,7 @@ def test_ctrl_c_keeps_the_evaluation_in_flight(tmp_path):
     whole = [{key: value for key, value in row.items() if key != "wall_time"} for row in read_evals(tmp_path / "whole")]
     folder = tmp_path / "interrupted"
     probe = slow_evaluations(folder, 2.0)
-    process = ScriptProcess(str(probe), *BACKGROUND_RUN, "--eval-in-background", "True", cwd=folder)
+    process = ScriptProcess(str(probe), *BACKGROUND_RUN, "--eval-in-background", "True", cwd=folder, ctrl_c=True)
     deadline = time.time() + 120
     while time.time() < deadline and process.poll() is None:
         if (folder / "began.txt").exists() and len((folder / "began.txt").read_text().splitlines()) >= 3:

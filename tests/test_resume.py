@@ -195,10 +195,6 @@ def sigterm():
     os.kill(os.getpid(), signal.{signal_name})
 
 
-if {signal_name!r} == "SIGINT":  # Ctrl-C as from a terminal, also where the suite runs with SIGINT ignored
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
 if {point!r} == "evaluation":
     start = harness.run.Run.start
 
@@ -231,7 +227,7 @@ runpy.run_path({script!r}, run_name="__main__")
 def run_with_a_sigterm_at(point, script, *args, cwd, signal_name="SIGTERM"):
     probe = cwd / f"sigterm_at_{point}.py"
     probe.write_text(SIGTERM_AT.format(root=str(ROOT), point=point, script=str(ROOT / script), signal_name=signal_name))
-    return run_script(str(probe), *args, cwd=cwd, check=False)
+    return run_script(str(probe), *args, cwd=cwd, check=False, ctrl_c=signal_name == "SIGINT")
 
 
 @pytest.mark.slow
