@@ -284,7 +284,7 @@ def updates_done(agent_count, steps_between, updates_per_learn=50, warm_up=10):
 
 def run(args):
     from harness.files import new_run_dir, save_json
-    from harness.run_info import library_versions, machine_info, run_identity
+    from harness.run_info import code_version, library_versions, machine_info, run_identity
 
     check_args(args)
     checkout, commit = checkout_of(args)
@@ -339,7 +339,7 @@ def run(args):
                "eval_wall_time": eval_seconds, "final_scaled_return": scaled,
                "authors_code": {"repository": "ctallec/continuous-rl", "checkout": str(checkout), **commit,
                                 "argv": [str(part) for part in argv], "shims": list(SHIMS)},
-               "versions": library_versions(), "machine": machine_info(torch.device("cpu"))},
+               "code": [code_version(__file__)], "versions": library_versions(), "machine": machine_info(torch.device("cpu"))},
               os.path.join(run_dir, "run.json"))  # fmt: skip
     return run_dir
 
