@@ -1,10 +1,10 @@
-"""The authors' own DAU (github.com/ctallec/continuous-rl, `code/`) on CartPole, one grid point, written as our runs are.
+"""The authors' own DAU (github.com/ctallec/continuous-rl, `code/`) on CartPole: one grid point, written as ours are.
 
     git clone https://github.com/ctallec/continuous-rl ~/continuous-rl
     export DAU_AUTHORS_CHECKOUT=~/continuous-rl
     python sweeps/authors_code.py --dt 0.001 --seed 3            # one run: runs/<run_name>/evals.csv and run.json
-    python sweeps/run_local.py sweeps/cartpole_authors.yaml      # the grid, like any sweep file
-    python sweeps/invariance.py --runs docs/results/authors_cartpole docs/results   # judged beside ours
+    python sweeps/run_local.py sweeps/authors/cartpole.yaml      # the grid, like any sweep file
+    python analysis/invariance.py --runs docs/results/authors_cartpole docs/results   # judged beside ours
 
 The authors' algorithm runs unchanged: their argument parser (with the flags of their README and the paper's CartPole
 settings), their `configure` (networks, RMSprop, OU noise, replay memory, DAU critic and argmax actor), their
@@ -153,7 +153,8 @@ def gym_module():
                         spaces=gymnasium.spaces, utils=gymnasium.utils, envs=gymnasium.envs)  # fmt: skip
     return {"gym": gym, "gym.spaces": gymnasium.spaces, "gym.utils": gymnasium.utils,
             "gym.utils.seeding": gymnasium.utils.seeding, "gym.envs": gymnasium.envs,
-            "gym.envs.box2d": gymnasium.envs.box2d, "gym.envs.box2d.bipedal_walker": gymnasium.envs.box2d.bipedal_walker,
+            "gym.envs.box2d": gymnasium.envs.box2d,
+            "gym.envs.box2d.bipedal_walker": gymnasium.envs.box2d.bipedal_walker,
             "gym.envs.classic_control": gymnasium.envs.classic_control}  # fmt: skip
 
 
@@ -190,17 +191,17 @@ class SerialVecEnv:
         self.envs = envs
         self.num_envs = len(envs)
         self.observation_space, self.action_space = envs[0].observation_space, envs[0].action_space
-        for env, seed in zip(envs, seeds if seeds is not None else [None] * len(envs)):
+        for env, seed in zip(envs, seeds if seeds is not None else [None] * len(envs), strict=True):
             env.unwrapped.seed(seed)
 
     def step(self, actions):
         results = []
-        for env, action in zip(self.envs, actions):
+        for env, action in zip(self.envs, actions, strict=True):
             observation, reward, done, info = env.step(action)
             if done:
                 observation = env.reset()
             results.append((observation, reward, done, info))
-        observations, rewards, dones, infos = zip(*results)
+        observations, rewards, dones, infos = zip(*results, strict=True)
         return (np.stack(observations), np.stack(rewards), np.stack(dones),
                 {key: np.stack([info[key] for info in infos]) for key in infos[0]})  # fmt: skip
 
@@ -216,8 +217,9 @@ class SerialVecEnv:
 
 
 def install_shims(code_dir):
-    """Put the shims where their imports look (sys.modules), their code on sys.path, and the vector env in place of
-    theirs (config.VEnv, set by the caller). Returns their modules: main (train, evaluate), config (configure), parse (setup_args), mylog."""
+    """Put the shims where their imports look (sys.modules) and their code on sys.path (the caller puts the vector
+    env in place of theirs, config.VEnv). Returns their modules: main (train, evaluate), config (configure), parse
+    (setup_args), mylog."""
     import warnings
 
     sys.modules.update(gym_module())
@@ -339,7 +341,8 @@ def run(args):
                "eval_wall_time": eval_seconds, "final_scaled_return": scaled,
                "authors_code": {"repository": "ctallec/continuous-rl", "checkout": str(checkout), **commit,
                                 "argv": [str(part) for part in argv], "shims": list(SHIMS)},
-               "code": [code_version(__file__)], "versions": library_versions(), "machine": machine_info(torch.device("cpu"))},
+               "code": [code_version(__file__)], "versions": library_versions(),
+               "machine": machine_info(torch.device("cpu"))},
               os.path.join(run_dir, "run.json"))  # fmt: skip
     return run_dir
 

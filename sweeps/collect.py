@@ -1,9 +1,9 @@
 """Keep the small files of finished runs in git: copy each completed run's run.json, evals.csv and
-diagnostics.csv from runs/ to a results folder, from which sweeps/plot.py and sweeps/diagnostics.py redraw
+diagnostics.csv from runs/ to a results folder, from which analysis/plot.py and analysis/diagnostics.py redraw
 the figures and tables.
 
     python sweeps/collect.py --out docs/results
-    python sweeps/plot.py --runs docs/results --env-ids Pendulum-v1 CartPole-v1 --out docs/figures/curves.png
+    python analysis/plot.py --runs docs/results --env-ids Pendulum-v1 CartPole-v1 --out docs/figures/curves.png
 
 Checkpoints, models and videos stay in runs/. A run already in the results folder is left as it is. It says which
 code made the runs it copied (run.json's commits; "+changes": with uncommitted changes to the Python files).
@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tyro
-from archive import RefusedRuns, code_of, read_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "analysis"))
+from archive import RefusedRuns, code_of, read_run  # noqa: E402  (analysis/archive.py: which run is which)
 
 
 @dataclass

@@ -38,6 +38,6 @@ def float64():
 @pytest.fixture
 def workdir(tmp_path):
     """A repository-like working directory (the sweep files name their programs relative to it)."""
-    for path in [*ROOT.glob("*.py"), ROOT / "harness", ROOT / "sweeps"]:
+    for path in [*ROOT.glob("*.py"), ROOT / "harness", ROOT / "sweeps", ROOT / "analysis"]:
         (tmp_path / path.name).symlink_to(path)
     return tmp_path

@@ -20,6 +20,8 @@ from types import SimpleNamespace
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+# The sweep runner's and the analysis tools' modules, importable by name as they import each other.
+sys.path[1:1] = [str(ROOT / "sweeps"), str(ROOT / "analysis")]
 TINY = ["--num-envs", "4", "--num-eval-envs", "2", "--updates-per-round", "2", "--batch-size", "16",
         "--time-limit", "0.5", "--eval-every", "1"]  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""Grids that know their runs (sweeps/archive.py, sweeps/run_local.py): a run's identity and label, every kept run
+"""Grids that know their runs (analysis/archive.py, sweeps/run_local.py): a run's identity and label, every kept run
 recognised by the command that made it, two calls on one folder running each point once, duplicates refused, a
 diverged run left alone, one log per grid point."""
 
@@ -10,17 +10,15 @@ import sys
 import time
 from unittest.mock import patch
 
+import archive
+import plot
 import pytest
+import run_local
 import torch
 from helpers import ROOT, TINY_SWEEP, executor, read_csv, start_and_signal
 
 from harness.checkpoint import CHECKPOINT
 from harness.run_info import NON_FINITE_LOSS, VALUE_BEFORE, run_identity
-
-sys.path.insert(0, str(ROOT / "sweeps"))
-import archive  # noqa: E402
-import plot  # noqa: E402
-import run_local  # noqa: E402
 
 RESULTS = "docs/results"
 LOCOMOTION_DTS = "dt=0.05,0.02,0.01,0.005"
@@ -65,7 +63,7 @@ def test_every_kept_run_is_found_by_the_command_that_made_it(files, overrides, r
     monkeypatch.chdir(ROOT)
     runs = run_local.finished_runs(ROOT / results)
     for name in files:
-        sweep = run_local.load_sweep(ROOT / "sweeps" / f"{name}.yaml", overrides)
+        sweep = run_local.load_sweep(ROOT / "sweeps" / "paper" / f"{name}.yaml", overrides)
         missing = [point for point in run_local.grid(sweep) if not run_local.is_done(sweep, point, runs)]
         assert not missing, (name, missing[:3])
 
@@ -85,7 +83,7 @@ def test_head_writes_a_kept_variant_runs_rows_on_the_machine_that_made_it(files,
     torch thread: another CPU takes another code path in MKL, and other numbers (docs/log.md, 2026-11-28)."""
     from harness.run_info import machine_info
 
-    sweep = run_local.load_sweep(ROOT / "sweeps" / f"{files[0]}.yaml", overrides)
+    sweep = run_local.load_sweep(ROOT / "sweeps" / "paper" / f"{files[0]}.yaml", overrides)
     pairs = [(path, run) for path, run in run_local.readable_runs(ROOT / results) if run.get("completed")]
     points = [point for point in run_local.grid(sweep) if run_local.is_done(sweep, point, [run for _, run in pairs])]
     point = min(points, key=lambda point: (abs(point["dt"] - 0.005), point["seed"]))
@@ -225,9 +223,9 @@ def test_two_finished_runs_of_one_point_are_refused_naming_both(tmp_path):
     write_run(tmp_path, "second", exp_name="again")  # the same point under another name
     with pytest.raises(archive.DuplicateRuns, match="first and .*second"):
         archive.finished_runs(tmp_path)
-    for command in (["plot.py", "--runs", str(tmp_path), "--out", str(tmp_path / "f.png")],
-                    ["invariance.py", "--runs", str(tmp_path)]):  # fmt: skip
-        result = subprocess.run([sys.executable, f"sweeps/{command[0]}", *command[1:]], cwd=ROOT, capture_output=True,
+    for command in (["analysis/plot.py", "--runs", str(tmp_path), "--out", str(tmp_path / "f.png")],
+                    ["analysis/invariance.py", "--runs", str(tmp_path)]):  # fmt: skip
+        result = subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True,
                                 text=True, timeout=120)  # fmt: skip
         assert result.returncode != 0 and "Traceback" not in result.stderr, (command, result.stderr[-500:])
         assert "two finished runs of CartPole-v1 DAU" in result.stderr and "second" in result.stderr, command
@@ -339,10 +337,10 @@ def test_a_run_json_that_is_not_whole_is_refused_in_one_line_naming_it(tmp_path,
     with pytest.raises(archive.RefusedRuns, match=r"cut/run.json is not a run.json \(a JSON list\)"):
         archive.finished_runs(tmp_path)
     (tmp_path / "cut" / "run.json").write_text('{"script": "dau_discrete.py", "dt": 0.0')
-    for command in (["plot.py", "--runs", str(tmp_path), "--out", str(tmp_path / "f.png")],
-                    ["invariance.py", "--runs", str(tmp_path)],
-                    ["collect.py", "--runs", str(tmp_path), "--out", str(tmp_path / "kept")]):  # fmt: skip
-        result = subprocess.run([sys.executable, f"sweeps/{command[0]}", *command[1:]], cwd=ROOT, capture_output=True,
+    for command in (["analysis/plot.py", "--runs", str(tmp_path), "--out", str(tmp_path / "f.png")],
+                    ["analysis/invariance.py", "--runs", str(tmp_path)],
+                    ["sweeps/collect.py", "--runs", str(tmp_path), "--out", str(tmp_path / "kept")]):  # fmt: skip
+        result = subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True,
                                 text=True, timeout=120)  # fmt: skip
         assert result.returncode != 0 and "Traceback" not in result.stderr, (command, result.stderr[-500:])
         assert len(result.stderr.strip().splitlines()) == 1 and "cut/run.json" in result.stderr, result.stderr

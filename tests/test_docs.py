@@ -2,17 +2,15 @@
 
 import json
 import re
-import sys
 from pathlib import Path
 
+import plot
 import pytest
+import robustness
+import spread
 from helpers import ROOT
 
 from harness.settings import ENV_SETTINGS
-
-sys.path.insert(0, str(ROOT / "sweeps"))
-import plot  # noqa: E402
-import spread  # noqa: E402
 
 PAGES = sorted((ROOT / "docs").glob("*.md")) + sorted((ROOT / "docs" / "research").glob("*.md")) + [ROOT / "README.md"]
 SNIPPET = re.compile(r"<!-- from (\S+) -->\n```python\n(.*?)```", re.DOTALL)
@@ -66,7 +64,7 @@ def test_the_per_environment_table_is_the_codes():
 
 
 BENCHMARKS = ROOT / "docs" / "benchmarks.md"
-BENCHMARK_FOLDERS = re.findall(r"<!-- the table of sweeps/plot.py --runs (\S+) -->", BENCHMARKS.read_text())
+BENCHMARK_FOLDERS = re.findall(r"<!-- the table of analysis/plot.py --runs (\S+) -->", BENCHMARKS.read_text())
 
 
 @pytest.mark.slow
@@ -90,7 +88,7 @@ def test_every_kept_grid_has_its_tables_in_the_benchmarks():
     assert {results for *_, results in KEPT_GRIDS} - not_grids == set(BENCHMARK_FOLDERS)
 
 
-# The research pages' tables beyond the paper, as sweeps/compare.py prints them (the DAU variants' folders
+# The research pages' tables beyond the paper, as analysis/compare.py prints them (the DAU variants' folders
 # against the paper's DAU in docs/results).
 RESULTS = ROOT / "docs" / "results"
 COMPARISONS = {
@@ -182,7 +180,7 @@ def test_each_script_page_ends_with_its_results_as_plot_draws_them(page, algorit
     figure beside it."""
     text = (ROOT / "docs" / page).read_text()
     assert "\n## " not in text[text.index("\n## Results") + 1 :]  # the page's last section
-    assert text.count("<!-- the table of sweeps/plot.py") == len(figures)
+    assert text.count("<!-- the table of analysis/plot.py") == len(figures)
     for folder, figure in figures.items():
         start, end = plot.page_markers(folder)
         block = text.split(start)[1].split(end)[0].strip("\n")
@@ -197,7 +195,7 @@ def test_each_script_page_ends_with_its_results_as_plot_draws_them(page, algorit
 
 def test_the_headline_spread_is_what_spread_draws_from_the_kept_runs(monkeypatch):
     """The reproduction page's headline section shows every run of the card's command on file, as
-    `sweeps/spread.py --page` writes it from docs/results and docs/results/card, with the figure beside it."""
+    `analysis/spread.py --page` writes it from docs/results and docs/results/card, with the figure beside it."""
     text = (ROOT / "docs" / "reproduce.md").read_text()
     block = text.split(spread.PAGE_MARKERS[0])[1].split(spread.PAGE_MARKERS[1])[0].strip("\n")
     options = spread.Options(runs=(Path("docs/results"), Path("docs/results/card")), env_id="HalfCheetah-v4", dt=0.005)
@@ -213,7 +211,7 @@ VERDICT = re.compile(
 
 
 def test_the_readme_headline_is_what_invariance_prints():
-    """README's results at a glance: each row's numbers are sweeps/invariance.py's for that env's folder (the
+    """README's results at a glance: each row's numbers are analysis/invariance.py's for that env's folder (the
     12600-s CartPole grid kept apart), DAU's and the baseline's (unscaled): fine / coarse, the slope, the steps that
     depart from the method's level (its every-step line) and the fewest seeds of any dt."""
     text = (ROOT / "README.md").read_text()
@@ -229,7 +227,7 @@ def test_the_readme_headline_is_what_invariance_prints():
             _, _, label, _, ratio, ratio_low, ratio_high, _, slope, slope_low, slope_high, _, seeds = line.split()
             ratio_text = "—" if ratio == "nan" else f"{ratio} {ratio_low} {ratio_high}"
             printed[label] = [ratio_text, f"{slope} {slope_low} {slope_high}", int(seeds)]
-        for line in plot.invariance_lines(runs, plot.every_step, plot.every_step_line):
+        for line in plot.invariance_lines(runs, robustness.every_step, plot.every_step_line):
             label = line.split()[2]
             printed[label].append(line.split("; departs: ")[1].split("; seeds")[0])
         dau, other = printed["DAU"], printed[f"{baseline}-unscaled"]

@@ -21,6 +21,7 @@ import mujoco
 import numpy as np
 import psutil
 import pytest
+import run_local
 import torch
 from helpers import (
     ROOT,
@@ -46,9 +47,6 @@ from harness.logs import PREEMPTED_EXIT_CODE, Logs
 from harness.run_info import UNRECORDED, code_history, code_version
 from harness.settings import env_settings
 from harness.videos import EvaluationVideos, PhysicalTimeVideo
-
-sys.path.insert(0, str(ROOT / "sweeps"))
-import run_local  # noqa: E402
 
 
 @pytest.mark.slow
@@ -520,7 +518,7 @@ def test_under_wandb_agent_a_sigtermed_run_is_requeued_and_resumes_by_its_run_id
     run (the same command, WANDB_RUN_ID the same) finds its checkpoint in runs/ and goes on to the evaluations of
     a run never stopped."""
     monkeypatch.chdir(ROOT)
-    sweep = run_local.load_sweep(ROOT / "sweeps" / "cartpole_dau.yaml", [
+    sweep = run_local.load_sweep(ROOT / "sweeps" / "paper" / "cartpole_dau.yaml", [
         "seed=1", "dt=0.01", "total_time=40", "num_envs=4", "num_eval_envs=2", "updates_per_round=2",
         "batch_size=16", "time_limit=0.5", "eval_every=1"])  # fmt: skip
     command = run_local.agent_command(sweep, run_local.grid(sweep)[0])[3:]  # after env, interpreter, script
@@ -696,7 +694,12 @@ def test_every_torch_load_of_a_file_is_weights_only():
     """A model or checkpoint runs no code when loaded: every torch.load in the project says weights_only=True (the
     requirements allow torch 2.2, whose default is False)."""
     loads = []
-    for path in [*ROOT.glob("*.py"), *ROOT.glob("harness/*.py"), *ROOT.glob("sweeps/*.py")]:
+    for path in [
+        *ROOT.glob("*.py"),
+        *ROOT.glob("harness/*.py"),
+        *ROOT.glob("sweeps/*.py"),
+        *ROOT.glob("analysis/*.py"),
+    ]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.load":
                 keywords = {keyword.arg: ast.unparse(keyword.value) for keyword in node.keywords}
@@ -930,7 +933,7 @@ def test_the_round_count_is_written_once():
     """The number of whole rounds in --total-time (the clock, the replay memory's size, the executor's estimate of
     a run's length) comes from harness.clock.whole_rounds; its formula is written nowhere else."""
     formula = re.compile(r"total_time\W*\s*/\s*\(?\s*(args\W*\.?\s*)?\W*num_envs")
-    files = [*ROOT.glob("harness/*.py"), *ROOT.glob("sweeps/*.py"), *ROOT.glob("*.py")]
+    files = [*ROOT.glob("harness/*.py"), *ROOT.glob("sweeps/*.py"), *ROOT.glob("analysis/*.py"), *ROOT.glob("*.py")]
     writers = [path.relative_to(ROOT).as_posix() for path in files if formula.search(path.read_text())]
     assert writers == ["harness/clock.py"], writers
     args = SimpleNamespace(total_time=10.0, num_envs=4, steps_per_round=10, buffer_time=1e6)

@@ -12,9 +12,12 @@ import sys
 import time
 from pathlib import Path
 
+import archive
 import gymnasium as gym
 import numpy as np
 import pytest
+import robustness
+import run_local
 import torch
 from helpers import ROOT, TINY_SWEEP, executor, run_script, start_and_signal, with_ctrl_c
 
@@ -22,11 +25,7 @@ import dau_discrete
 from harness.checkpoint import CHECKPOINT
 from harness.settings import ENV_SETTINGS
 
-sys.path.insert(0, str(ROOT / "sweeps"))
-import archive  # noqa: E402
-import run_local  # noqa: E402
-
-SWEEP_FILES = sorted((ROOT / "sweeps").glob("*.yaml"))
+SWEEP_FILES = sorted((ROOT / "sweeps" / "paper").glob("*.yaml"))
 SCRIPT_PAIRS = {"dau_continuous.py": "ddpg_baseline.py", "dau_discrete.py": "dqn_baseline.py"}
 
 
@@ -80,11 +79,13 @@ def test_every_sweep_file_has_the_papers_grid_and_the_settings_table(monkeypatch
 
 def test_the_agent_command_is_wandbs(monkeypatch):
     monkeypatch.chdir(ROOT)
-    sweep = run_local.load_sweep(ROOT / "sweeps" / "bipedal_dau.yaml")
+    sweep = run_local.load_sweep(ROOT / "sweeps" / "paper" / "bipedal_dau.yaml")
     command = run_local.agent_command(sweep, run_local.grid(sweep)[0])
     assert command[:4] == ["/usr/bin/env", sys.executable, "dau_continuous.py", "--track"]
     assert "--dt=0.01" in command and "--seed=1" in command and "--env_id=BipedalWalker-v3" in command
-    overridden = run_local.load_sweep(ROOT / "sweeps" / "bipedal_ddpg.yaml", ["normalize_obs=False", "tau=0.5"])
+    overridden = run_local.load_sweep(
+        ROOT / "sweeps" / "paper" / "bipedal_ddpg.yaml", ["normalize_obs=False", "tau=0.5"]
+    )
     command = run_local.agent_command(overridden, run_local.grid(overridden)[0])
     assert "--normalize_obs=False" in command and "--tau=0.5" in command  # what tyro's None/True/False takes
 
@@ -96,7 +97,7 @@ def test_each_sweep_files_agent_command_runs_its_script(dt, files, workdir):
     episodes' length (1 physical second; no sweep file or table sets it). Evaluating full episodes at the start and
     the end was 9.4 s of an Ant run's 24 and made these two tests 79 s instead of 45; the evaluation-share tests
     play full episodes at every env's defaults."""
-    sweep_files = [f"sweeps/{name}_{algorithm}.yaml" for name in files for algorithm in ("dau", "ddpg", "dqn")]
+    sweep_files = [f"sweeps/paper/{name}_{algorithm}.yaml" for name in files for algorithm in ("dau", "ddpg", "dqn")]
     sweep_files = [path for path in sweep_files if (ROOT / path).exists()]
     # The README's rows (sweeps/readme/) too: a point the same as another file's (the same arguments, so the same
     # command) runs once, and its run stands for both.
@@ -192,10 +193,10 @@ def test_the_executor_runs_a_grid_once_in_the_hours_given_and_resumes_after_an_i
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["sweeps/pendulum_dau.yaml", "--override", "no_such_arg=1"], "'no_such_arg' is not an argument of"),
-        (["sweeps/pendulum_dau.yaml", "--override", "seed"], "expected KEY=VALUE"),
-        (["sweeps/pendulum_dau.yaml", "--workers", "0"], "--workers must be at least 1"),
-        (["sweeps/pendulum_dau.yaml", "--hours", "0"], "--hours must be positive"),
+        (["sweeps/paper/pendulum_dau.yaml", "--override", "no_such_arg=1"], "'no_such_arg' is not an argument of"),
+        (["sweeps/paper/pendulum_dau.yaml", "--override", "seed"], "expected KEY=VALUE"),
+        (["sweeps/paper/pendulum_dau.yaml", "--workers", "0"], "--workers must be at least 1"),
+        (["sweeps/paper/pendulum_dau.yaml", "--hours", "0"], "--hours must be positive"),
         (["missing.yaml"], "missing.yaml"),
         (["random.yaml"], "only `method: grid`"),
     ],
@@ -209,7 +210,7 @@ def test_bad_input_is_refused_before_any_run(args, message, workdir):
 
 def test_no_wandb_credentials_is_refused_before_any_run(workdir):
     env = {"WANDB_MODE": "online", "WANDB_API_KEY": "", "HOME": str(workdir), "NETRC": str(workdir / "none")}
-    result = executor("sweeps/cartpole_dau.yaml", cwd=workdir, env=env, timeout=120)
+    result = executor("sweeps/paper/cartpole_dau.yaml", cwd=workdir, env=env, timeout=120)
     assert result.returncode != 0 and "wandb login" in result.stderr and "WANDB_MODE=offline" in result.stderr
     assert not (workdir / "runs").exists()
 
@@ -278,15 +279,17 @@ def test_the_probability_of_improvement_counts_pairs_of_runs_and_ties_as_half():
     apart; all DAU runs above all baseline runs leave no doubt."""
     import plot
 
-    assert plot.probability_of_improvement([1.0, 2.0, 3.0], [2.0, 2.0, 0.0]) == pytest.approx(6 / 9)
-    low, high = plot.interval(([1.0, 2.0, 3.0], [2.0, 2.0, 0.0]), plot.probability_of_improvement)
+    assert robustness.probability_of_improvement([1.0, 2.0, 3.0], [2.0, 2.0, 0.0]) == pytest.approx(6 / 9)
+    low, high = robustness.interval(([1.0, 2.0, 3.0], [2.0, 2.0, 0.0]), robustness.probability_of_improvement)
     assert 0 <= low < 6 / 9 < high <= 1
-    assert plot.interval(([5.0, 6.0], [1.0, 2.0]), plot.probability_of_improvement) == (1.0, 1.0)
-    assert plot.interval(([5.0], [1.0, 2.0]), plot.probability_of_improvement) is None  # one run: no interval
+    assert robustness.interval(([5.0, 6.0], [1.0, 2.0]), robustness.probability_of_improvement) == (1.0, 1.0)
+    assert (
+        robustness.interval(([5.0], [1.0, 2.0]), robustness.probability_of_improvement) is None
+    )  # one run: no interval
     # The tables resample it in batches (vectorized): the same interval as resample by resample.
     pair = ([1.0, 2.0, 3.0, 0.5], [2.0, 2.0, 0.0])
-    batched = plot.interval(pair, plot.probability_of_improvement, vectorized=True)
-    assert batched == plot.interval(pair, plot.probability_of_improvement)
+    batched = robustness.interval(pair, robustness.probability_of_improvement, vectorized=True)
+    assert batched == robustness.interval(pair, robustness.probability_of_improvement)
     assert plot.improvement_cell(*pair) == f"{7 / 12:.2f} [{batched[0]:.2f}, {batched[1]:.2f}]"
 
 
@@ -454,7 +457,7 @@ def test_a_collect_cut_short_leaves_no_partial_run(tmp_path, monkeypatch):
 
 
 def test_the_diagnostics_figure(tmp_path):
-    """sweeps/diagnostics.py reads each run's diagnostics.csv (td_rate: sqrt(losses/td) / dt, per run) and draws
+    """analysis/diagnostics.py reads each run's diagnostics.csv (td_rate: sqrt(losses/td) / dt, per run) and draws
     the columns asked for; runs without one, unknown columns and empty folders get a clear error."""
     import diagnostics
 
@@ -584,7 +587,7 @@ def test_the_diagnostics_probe_table(tmp_path):
 
 
 def test_compare_sets_variants_beside_the_reference_and_refuses_what_it_cannot_compare(tmp_path):
-    """sweeps/compare.py: a variant's row and P(variant > reference) per dt, "—" where the variant has no runs; a
+    """analysis/compare.py: a variant's row and P(variant > reference) per dt, "—" where the variant has no runs; a
     variant at a dt the reference lacks, or two folders under one label, are refused."""
     import compare
 
@@ -727,7 +730,6 @@ def test_the_spread_of_one_command_over_every_run_on_file(tmp_path, monkeypatch)
     folder named twice counts once), leaves out other dts, algorithms and unfinished runs, and gives each run's last,
     final and best evaluation, the mean with its interval and how many runs end above each threshold; --page writes
     it between its markers. A missing folder, or runs of another budget, stop it with what is wrong."""
-    import plot
     import spread
 
     write_run(tmp_path / "grid", "dau_continuous.py", 0.01, 1, [-1400, -200, -100, -300])
@@ -749,7 +751,7 @@ def test_the_spread_of_one_command_over_every_run_on_file(tmp_path, monkeypatch)
     rows = [line for line in page.read_text().splitlines() if line.startswith("| ")][1:]
     assert rows == ["| grid | 1 | — | 1.0 | -300 | -200 | -100 |", "| grid | 2 | — | 1.0 | -700 | -750 | -700 |",
                     "| card | 1 | 2 | 2.0 | -150 | -150 | -150 |"]  # fmt: skip
-    low, high = plot.interval((np.array([-200.0, -750.0, -150.0]),), np.mean)
+    low, high = robustness.interval((np.array([-200.0, -750.0, -150.0]),), np.mean)
     assert (f"Final return over 3 runs: mean -367 [{low:.0f}, {high:.0f}], median -200, from -750 to -150. "
             "Runs that end above -500: 2 of 3; -200: 1 of 3.") in page.read_text()  # fmt: skip
     assert page.read_text().startswith("# Headline\n\n") and page.read_text().endswith("\n\nAfter.\n")
@@ -767,7 +769,7 @@ def test_the_spread_of_one_command_over_every_run_on_file(tmp_path, monkeypatch)
 
 
 def test_the_time_left_to_an_episodes_end_on_a_hand_made_memory():
-    """sweeps/failure_boundary.py: two envs, rows in the order they were made (step by step, env 0 then env 1).
+    """analysis/failure_boundary.py: two envs, rows in the order they were made (step by step, env 0 then env 1).
     Env 0 fails at its 3rd step and runs on; env 1 is truncated at its 2nd step (its next row starts elsewhere) and
     fails at its 4th. The rows after an env's last end have no known end."""
     import failure_boundary

@@ -1,7 +1,7 @@
 """Training diagnostics against physical time, from the diagnostics.csv that every run writes next to its
 evals.csv (what the columns are: the scripts' TRAINING_STATS and ROUND_STATS, and docs/common.md).
 
-    python sweeps/diagnostics.py --runs docs/results --env-id CartPole-v1 --out docs/figures/cartpole_diagnostics.png
+    python analysis/diagnostics.py --runs docs/results --env-id CartPole-v1 --out docs/figures/cartpole_diagnostics.png
 
 One panel per column, one colour per dt: each seed a thin line, their mean a thick one. Several --algorithms
 (the paper's DAU and a variant such as "DAU+round_seconds=0.1") or --runs folders are drawn in the same panels,
@@ -21,7 +21,7 @@ second (a least-squares slope) and V at TO, the RMS TD error per second, RMSprop
 terminal transitions' share of td^2. A run longer than TO (a kept grid's) counts up to TO only, which is the run of
 that budget when the replay memory never wrapped (the case of CartPole's 10000-s memory).
 
-    python sweeps/diagnostics.py --runs docs/results docs/results/cartpole_td_noise --seeds 1 2 3 \
+    python analysis/diagnostics.py --runs docs/results docs/results/cartpole_td_noise --seeds 1 2 3 \
         --algorithms DAU DAU+terminal_rows=64 --probe 150 600 --table probe.md --out probe.png
 
 With --split RETURN, each table twice: for the runs whose second-half mean evaluation is below RETURN, and for the
@@ -53,7 +53,8 @@ class Options:
     env_id: str = "CartPole-v1"
     """the environment whose runs to draw"""
     algorithms: tuple[str, ...] = ("DAU",)
-    """the algorithms whose runs to draw, as sweeps/archive.py labels them: DAU, DAU+round_seconds=0.1, DQN-unscaled"""
+    """the algorithms whose runs to draw, as analysis/archive.py labels them (DAU, DAU+round_seconds=0.1, DQN-unscaled)
+    """
     columns: tuple[str, ...] = ("values/v", "values/abs_advantage", "td_rate", "batch/terminal_td_share",
                                 "exploration/changed_action", "optimizer/grad_rms_advantage")  # fmt: skip
     """diagnostics.csv columns to draw, one panel each (td_rate: sqrt(losses/td) / dt)"""

@@ -1,10 +1,10 @@
 """What one command gives, over every run of it on file: the distribution a user draws from.
 
-    python sweeps/spread.py --runs docs/results docs/results/card --env-id HalfCheetah-v4 --dt 0.005 \\
+    python analysis/spread.py --runs docs/results docs/results/card --env-id HalfCheetah-v4 --dt 0.005 \\
         --out docs/figures/headline.png --page docs/reproduce.md
 
 Every finished run of one algorithm at one environment and dt, from each of the `--runs` folders (a folder's
-run per seed, as in sweeps/plot.py; the same seed in two folders counts twice: another thread count or
+run per seed, as in analysis/plot.py; the same seed in two folders counts twice: another thread count or
 machine gives another run). The figure: one curve per run, scaled return against physical time, over the mean of
 the runs and the 95% bootstrap interval of that mean. The table: one row per run (its folder, seed, torch threads
 when run.json records them, wall time, last evaluation, final return as in the robustness tables, best
@@ -20,6 +20,7 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 import plot
+import robustness
 import tyro
 from archive import RefusedRuns
 
@@ -27,7 +28,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 # Where --page puts the table (the reproduction page's headline section).
-PAGE_MARKERS = ("<!-- the table of sweeps/spread.py -->", "<!-- end of the spread -->")
+PAGE_MARKERS = ("<!-- the table of analysis/spread.py -->", "<!-- end of the spread -->")
 
 
 @dataclass
@@ -39,7 +40,7 @@ class Options:
     dt: float = 0.005
     """its time step"""
     algorithm: str = "DAU"
-    """its algorithm, as sweeps/archive.py labels it (DAU, DDPG-unscaled, ...)"""
+    """its algorithm, as analysis/archive.py labels it (DAU, DDPG-unscaled, ...)"""
     last: int = 3
     """evaluations at the end of each run averaged into its final return (as in the robustness tables)"""
     thresholds: tuple[float, ...] = (0.0, 1000.0, 2000.0)
@@ -80,7 +81,7 @@ def spread_table(runs, last, thresholds):
         lines.append(f"| {folder} | {seed} | {threads} | {curve.wall_time / 60:.1f} | {curve.returns[-1]:.0f} "
                      f"| {finals[-1]:.0f} | {curve.returns.max():.0f} |")  # fmt: skip
     finals = np.array(finals)
-    bounds = plot.interval((finals,), np.mean, vectorized=True)
+    bounds = robustness.interval((finals,), np.mean, vectorized=True)
     lines += ["", f"Final return over {len(finals)} runs: mean {finals.mean():.0f}{plot.bracket(bounds, '.0f')}, "
               f"median {np.median(finals):.0f}, from {finals.min():.0f} to {finals.max():.0f}. Runs that end above "
               + "; ".join(f"{threshold:g}: {np.sum(finals > threshold)} of {len(finals)}"

@@ -1,7 +1,7 @@
 """What discrete DAU's advantage learns where an episode ends (issue 56, part 1), from a run's last checkpoint.
 
-    python sweeps/failure_boundary.py --runs runs/CartPole-v1__dau_discrete__dt0.01__1__* --out table.md
-    python sweeps/failure_boundary.py --runs runs/*dt0.01__1__* runs/*dt0.0005__1__* --figure boundary.png
+    python analysis/failure_boundary.py --runs runs/CartPole-v1__dau_discrete__dt0.01__1__* --out table.md
+    python analysis/failure_boundary.py --runs runs/*dt0.01__1__* runs/*dt0.0005__1__* --figure boundary.png
 
 Reads checkpoint.pt (--checkpoint-every; the one a run writes at its end): the final networks and the replay memory,
 which holds every transition of a run whose --buffer-time exceeds its --total-time, in the order the envs made them.

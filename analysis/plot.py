@@ -1,10 +1,10 @@
 """The paper's robustness figure and table from finished runs (runs/*/run.json and evals.csv).
 
-    python sweeps/plot.py --runs docs/results --env-ids Pendulum-v1 CartPole-v1 --out docs/figures/curves.png
-    python sweeps/plot.py --runs docs/results/cartpole_horizon_grid --page docs/benchmarks.md   # a folder's tables
-    python sweeps/plot.py --runs docs/results --algorithms DQN --out docs/figures/dqn_baseline.png  # one script's
+    python analysis/plot.py --runs docs/results --env-ids Pendulum-v1 CartPole-v1 --out docs/figures/curves.png
+    python analysis/plot.py --runs docs/results/cartpole_horizon_grid --page docs/benchmarks.md   # a folder's tables
+    python analysis/plot.py --runs docs/results --algorithms DQN --out docs/figures/dqn_baseline.png  # one script's
 
-Runs are read and labelled by sweeps/archive.py (DAU, DQN-unscaled, DAU+round_seconds=0.1...). One row of panels per
+Runs are read and labelled by analysis/archive.py (DAU, DQN-unscaled, DAU+round_seconds=0.1...). One row of panels per
 environment, one panel per algorithm, one curve per dt: scaled return against physical time, the mean over seeds
 with the 95% bootstrap interval of that mean as a band, on the same axes for every dt and algorithm of an
 environment. The table gives, per dt, the mean over seeds of each run's score (run_score: the mean of its evaluations
@@ -20,7 +20,7 @@ gives every step against the method's own level and the runs that learn (every_s
 every kept grid's tables, each between two lines that name its folder (--page), and says how to read them.
 Intervals are bootstraps over runs, each dt's runs resampled on their own (scipy.stats.bootstrap, 10,000 resamples,
 a fixed generator so that the tables redraw the same; Hesterberg's expanded percentile interval, expanded_level); a
-cell of one run has none. sweeps/invariance.py prints the invariance statistic alone, one line per env and algorithm.
+cell of one run has none. analysis/invariance.py prints the invariance statistic alone, one line per env and algorithm.
 Under each table, the wall time of the runs per algorithm: summed over runs (a sweep with N workers
 takes about 1/N of it) and per run, mean over seeds, for each dt.
 """
@@ -29,7 +29,6 @@ import csv
 import functools
 import re
 import sys
-import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,12 +38,17 @@ import matplotlib
 import numpy as np
 import tyro
 from archive import RefusedRuns, finished_runs
-from scipy import stats
+from robustness import (
+    LEARNS,
+    every_step,
+    interval,
+    invariance,
+    probability_of_improvement,
+    robustness_ratio,
+)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-
-RESAMPLES = 10_000  # bootstrap resamples per interval
 
 
 @dataclass
@@ -109,7 +113,7 @@ def load_runs(runs_dir, env_ids=(), seeds=()):
 
 
 def final_return(curve, last):
-    """A run's final return: the mean of its last `last` evaluations (sweeps/spread.py: what one run ends with; the
+    """A run's final return: the mean of its last `last` evaluations (analysis/spread.py: what one run ends with; the
     robustness numbers use run_score)."""
     return np.mean(curve.returns[-last:])
 
@@ -120,160 +124,10 @@ def run_score(curve):
     return np.mean(curve.returns[curve.times >= curve.total_time / 2 - 1e-6])
 
 
-def interval(samples, statistic, vectorized=False, axis=0):
-    """The 95% bootstrap interval (low, high) of statistic(*samples), each sample resampled on its own (one per dt,
-    or DAU's and a baseline's runs; expanded percentile, as invariance's); None when a sample has a single run."""
-    seeds = min(np.shape(sample)[axis] for sample in samples)
-    if seeds < 2:
-        return None
-    result = stats.bootstrap(samples, statistic, n_resamples=RESAMPLES, method="percentile", vectorized=vectorized,
-                             axis=axis, rng=np.random.default_rng(0),
-                             confidence_level=expanded_level(seeds))  # fmt: skip
-    return result.confidence_interval.low, result.confidence_interval.high
-
-
 def untrained_level(algorithms):
     """The score's 0 for an environment: the mean first evaluation (physical time 0) of all its runs,
     {algorithm: {dt: [Curve, ...]}}."""
     return np.mean([curve.returns[0] for by_dt in algorithms.values() for curves in by_dt.values() for curve in curves])
-
-
-def robustness_ratio(*finals, untrained):
-    """Worst dt over best dt on the score, from each dt's run scores (0 when the worst is no better than untrained;
-    None when no dt is). A biased, low-power summary, kept as a column: the worst of several noisy means is low by
-    construction (a perfectly invariant method scores about 0.77-0.86 at 5 seeds on CartPole's spreads), and it
-    cannot tell an invariant method from a degrading one; invariance() is the statistic."""
-    means = [np.mean(values) for values in finals]
-    if max(means) <= untrained:
-        return None
-    return max(min(means) - untrained, 0) / (max(means) - untrained)
-
-
-class Invariance(NamedTuple):
-    """How a method's score moves with dt (invariance()): 1 and 0 for a method that does not move."""
-
-    ratio: float | None  # fine / coarse: the two finest dt's mean score over the two coarsest's (None: coarse <= 0)
-    ratio_interval: tuple[float, float] | None  # its 95% bootstrap interval, seeds resampled within each dt
-    slope: float | None  # the score's change per halving of dt (least squares over the dt's means, each dt weighing
-    # one); None, as the ratio, with a single dt
-    slope_interval: tuple[float, float] | None
-    seeds: int  # the fewest seeds of any dt
-
-
-def pooled_ends(dts):
-    """How many dt each end of a grid pools: the two finest and the two coarsest from four dt on, else one each."""
-    return 2 if len(dts) >= 4 else 1
-
-
-def fine_over_coarse(*scores, axis=-1):
-    """The fine/coarse ratio of per-dt scores given coarsest dt first (nan where the coarse mean is not above 0)."""
-    means = [np.mean(values, axis=axis) for values in scores]
-    ends = pooled_ends(scores)
-    coarse, fine = np.mean(means[:ends], axis=0), np.mean(means[-ends:], axis=0)
-    return np.where(coarse > 0, fine / np.where(coarse > 0, coarse, 1), np.nan)
-
-
-def slope_per_halving(*scores, dts, axis=-1):
-    """The least-squares slope of the per-dt mean scores against the halvings of dt, log2(coarsest dt / dt)."""
-    means = np.stack([np.mean(values, axis=axis) for values in scores], axis=-1)
-    halvings = np.log2(max(dts) / np.asarray(dts))
-    centred = halvings - halvings.mean()
-    return (means * centred).sum(-1) / (centred**2).sum()
-
-
-def expanded_level(seeds, level=0.95):
-    """The percentile level that Hesterberg's expanded percentile interval uses for a 95% interval from `seeds` runs a
-    sample (The American Statistician 69(4), 2015): z = sqrt(n / (n - 1)) t_{n-1}, the bootstrap's variance made
-    unbiased and its tails Student's. The plain percentile interval covers too little at 5-10 seeds: 0.875-0.895
-    of 200 synthetic invariant grids at 10 seeds (tests/test_invariance.py)."""
-    z = np.sqrt(seeds / (seeds - 1)) * stats.t.ppf(0.5 + level / 2, seeds - 1)
-    return 1 - 2 * stats.norm.sf(z)
-
-
-def invariance(scores, resamples=RESAMPLES, rng=0):
-    """Invariance of {dt: [normalised score of each run]} (0: untrained): fine/coarse and the slope per halving,
-    each with its 95% bootstrap interval (expanded percentile, expanded_level); the runs of each dt are resampled
-    within that dt (seeds do not pair across dt: a seed's coarse and fine scores correlate +0.02 on CartPole).
-    Calibrated on synthetic grids in tests/test_invariance.py (coverage of an invariant method, power against one
-    30% worse at its finest dt)."""
-    dts = sorted(scores, reverse=True)
-    samples = [np.asarray(scores[dt], dtype=float) for dt in dts]
-    seeds = min(len(sample) for sample in samples)
-    if len(dts) < 2:
-        return Invariance(None, None, None, None, seeds)
-    slope_of = functools.partial(slope_per_halving, dts=dts)
-    ratio = float(fine_over_coarse(*samples))
-    bounds = {}
-    for name, statistic in (("ratio", fine_over_coarse), ("slope", slope_of)):
-        bounds[name] = None
-        if seeds >= 2:
-            with warnings.catch_warnings():  # resamples whose coarse mean is not above 0 give nan: no interval
-                warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-                result = stats.bootstrap(samples, statistic, n_resamples=resamples, method="percentile",
-                                         vectorized=True, axis=-1, rng=np.random.default_rng(rng),
-                                         confidence_level=expanded_level(seeds))  # fmt: skip
-            low, high = result.confidence_interval
-            bounds[name] = None if np.isnan(low) or np.isnan(high) else (float(low), float(high))
-    return Invariance(None if np.isnan(ratio) else ratio, bounds["ratio"], float(slope_of(*samples)),
-                      bounds["slope"], seeds)  # fmt: skip
-
-
-LEARNS = 0.5  # a run learns when its score is at least half the way from untrained to best (every_step)
-
-
-class EveryStep(NamedTuple):
-    """Each dt against the method's own mean over its dt (every_step()): 1 at every dt for a method that does not move
-    with dt; a dip or a split at one step shows there, where fine / coarse (the two ends pooled) cannot see it."""
-
-    dts: tuple[float, ...]  # coarsest first
-    relative: tuple[float, ...] | None  # each dt's mean score over the mean of the dt's mean scores (None: that <= 0)
-    intervals: tuple[tuple[float, float], ...] | None  # simultaneous 95% intervals, one per dt (every_step)
-    learned: tuple[tuple[int, int], ...]  # per dt: (runs whose score is at least LEARNS, runs)
-    seeds: int  # the fewest seeds of any dt
-
-    def departures(self):
-        """The dt whose interval excludes 1, each with "below" or "above"."""
-        pairs = zip(self.dts, self.intervals or (), strict=False)
-        return [(dt, "below" if high < 1 else "above") for dt, (low, high) in pairs if high < 1 or low > 1]
-
-
-def relative_to_mean(means):
-    """Each dt's mean score over the mean of the dt's means, along the last axis (nan where that mean is not above
-    0: a method that learns nothing on average has no level to depart from)."""
-    level = means.mean(-1, keepdims=True)
-    return np.where(level > 0, means / np.where(level > 0, level, 1), np.nan)
-
-
-def every_step(scores, resamples=RESAMPLES, rng=0, simultaneous=True):
-    """Every dt against the method's own level: each dt's mean score over the mean of all its dt's mean scores, with
-    95% intervals that hold for all dt at once, and per dt the runs that learn (score >= LEARNS).
-
-    The intervals are a residual bootstrap: each dt's mean plus the mean of as many deviations from their dt's mean,
-    drawn from all dt's runs together (under invariance every dt's runs come from one law, and a dt whose few runs
-    happen to agree, all balancing on CartPole, gets no falsely narrow interval: resampling each dt's own runs covered
-    1 at every dt in only 66% of bimodal invariant grids at 5 seeds, 83% at 15). Each is an expanded percentile
-    interval (expanded_level) at 1 - 0.05 / number of dt (Bonferroni; simultaneous=False: plain 95% ones, which
-    cover too little, a test). Calibrated on synthetic grids in tests/test_invariance.py."""
-    dts = tuple(sorted(scores, reverse=True))
-    samples = [np.asarray(scores[dt], dtype=float) for dt in dts]
-    seeds = min(len(sample) for sample in samples)
-    learned = tuple((int((sample >= LEARNS).sum()), len(sample)) for sample in samples)
-    means = np.array([sample.mean() for sample in samples])
-    relative = relative_to_mean(means)
-    if np.isnan(relative).any():
-        return EveryStep(dts, None, None, learned, seeds)
-    intervals = None
-    if len(dts) >= 2 and seeds >= 2:
-        generator = np.random.default_rng(rng)
-        deviations = np.concatenate([sample - sample.mean() for sample in samples])
-        resampled = np.stack([mean + deviations[generator.integers(len(deviations), size=(resamples, len(sample)))]
-                              .mean(-1) for mean, sample in zip(means, samples, strict=True)], axis=-1)  # fmt: skip
-        ratios = relative_to_mean(resampled)
-        if not np.isnan(ratios).any():
-            level = expanded_level(seeds, 1 - 0.05 / len(dts) if simultaneous else 0.95)
-            low, high = np.percentile(ratios, [50 * (1 - level), 50 * (1 + level)], axis=0)
-            intervals = tuple((float(a), float(b)) for a, b in zip(low, high, strict=True))
-    return EveryStep(dts, tuple(float(value) for value in relative), intervals, learned, seeds)
 
 
 def every_step_cells(result):
@@ -287,18 +141,10 @@ def every_step_cells(result):
 
 
 def every_step_line(env_id, algorithm, result):
-    """The every-step line sweeps/invariance.py prints below the invariance lines."""
+    """The every-step line analysis/invariance.py prints below the invariance lines."""
     cells, departs = every_step_cells(result)
     steps = "; ".join(f"{dt:g}: {cell}" for dt, cell in zip(result.dts, cells, strict=True))
     return f"every-step {env_id} {algorithm} {steps}; departs: {departs}; seeds {result.seeds}"
-
-
-def probability_of_improvement(better, worse, axis=-1):
-    """P(X > Y) + P(X = Y) / 2 for X a run of one sample and Y of the other, over all pairs; the samples along
-    `axis` (the bootstrap passes a batch of resamples at once)."""
-    better = np.moveaxis(np.asarray(better), axis, -1)[..., :, None]
-    worse = np.moveaxis(np.asarray(worse), axis, -1)[..., None, :]
-    return np.mean((better > worse) + 0.5 * (better == worse), axis=(-2, -1))
 
 
 def mean_curve(curves):
@@ -336,7 +182,7 @@ def normalised(by_dt, untrained, best):
 
 
 def invariance_line(env_id, algorithm, result):
-    """The line sweeps/invariance.py prints (other tools read it): nan where there is no number."""
+    """The line analysis/invariance.py prints (other tools read it): nan where there is no number."""
 
     def number(value, spec):
         return "nan" if value is None else f"{value:{spec}}"
@@ -498,7 +344,7 @@ def page_markers(runs):
     sections). They name the folder, so that a page can show the grid's runs and those of another budget kept
     apart (docs/results and docs/results/cartpole_12600), each table where its own command writes it."""
     folder = Path(runs).as_posix()
-    return f"<!-- the table of sweeps/plot.py --runs {folder} -->", f"<!-- end of the table of {folder} -->"
+    return f"<!-- the table of analysis/plot.py --runs {folder} -->", f"<!-- end of the table of {folder} -->"
 
 
 def check_page(page, markers):

@@ -1,11 +1,11 @@
 """DAU variants beside the paper's DAU on one environment: each run's score per dt, the invariance statistic
-(fine/coarse and the slope per halving, sweeps/plot.py's invariance()) and the worst / best dt ratio on the reference
+(fine/coarse and the slope per halving, analysis/plot.py's invariance()) and the worst / best dt ratio on the reference
 table's scale, and the probability that a variant's run scores above a run of the paper's DAU.
 
-    python sweeps/compare.py --variants docs/results/cartpole_ou_sigma_15_grid docs/results/cartpole_ou_scaled_grid \
+    python analysis/compare.py --variants docs/results/cartpole_ou_sigma_15_grid docs/results/cartpole_ou_scaled_grid \
         --labels '`--ou-sigma 15`' '`--exploration ou-scaled`'
 
-Each folder holds runs as sweeps/plot.py reads them; the DAU runs (of a DAU script or of a probe's patched copy of
+Each folder holds runs as analysis/plot.py reads them; the DAU runs (of a DAU script or of a probe's patched copy of
 one, archive.algorithm; any label, but one a folder, or compare.py refuses it) of the reference folder (--reference,
 the paper's grid) and of each variant's folder with the same budget are compared, at the same seeds (--seeds, or
 the variants' own: a five-seed grid against the reference's seeds 1 to 5, however many more it has). The numbers
@@ -24,21 +24,17 @@ import numpy as np
 import tyro
 from archive import RefusedRuns
 from plot import (
-    RESAMPLES,
     bracket,
     env_scores,
-    expanded_level,
     finished_runs,
     improvement_cell,
-    interval,
-    invariance,
     load_runs,
     mean_cell,
     normalised,
     read_curve,
-    robustness_ratio,
     run_score,
 )
+from robustness import RESAMPLES, expanded_level, interval, invariance, robustness_ratio
 from scipy import stats
 
 
@@ -53,7 +49,7 @@ class Options:
     reference_label: str = "paper's DAU"
     """the reference's name in the table"""
     reference_algorithm: str = "DAU"
-    """the label of the reference's runs in its folder (sweeps/archive.py's: DAU, DAU+round_seconds=0.1...)"""
+    """the label of the reference's runs in its folder (analysis/archive.py's: DAU, DAU+round_seconds=0.1...)"""
     env_id: str = "CartPole-v1"
     """the environment"""
     total_time: float = 1800

@@ -1,7 +1,7 @@
 """The paper's Pendulum phase-plane figures (its Fig. 1 and supplementary Figs. 1-3) from checkpoints.
 
-    python sweeps/phase_plane.py --times 0 300 600 1800 --out docs/figures/pendulum_value.png
-    python sweeps/phase_plane.py --show policy --out docs/figures/pendulum_policy.png
+    python analysis/phase_plane.py --times 0 300 600 1800 --out docs/figures/pendulum_value.png
+    python analysis/phase_plane.py --show policy --out docs/figures/pendulum_policy.png
 
 For every algorithm (DAU, DDPG) and dt, the learned value V(s) (DDPG: Q(s, pi(s))) or policy pi(s)
 over the phase plane (angle, angular velocity), at several physical times of training. Reads the

@@ -1,14 +1,14 @@
 """The invariance statistic: does a method give the same result at every time step? One line per environment and
 algorithm label, in this form (other tools read it):
 
-    python sweeps/invariance.py --runs docs/results
+    python analysis/invariance.py --runs docs/results
     invariance CartPole-v1 DAU fine/coarse 0.59 [0.47, 0.73] slope -0.116 [-0.149, -0.081] seeds 15
 
-    python sweeps/invariance.py --runs docs/results docs/results/cartpole_value_lr_grid   # variants on one scale
-    python sweeps/invariance.py --runs docs/results --seeds-for 0.1   # seeds per dt for an interval of +-0.1
-    python sweeps/invariance.py --runs docs/results docs/results/bipedal_horizon_grid --dts 0.01 0.005   # shared steps
-    python sweeps/invariance.py --calibrate   # coverage and power on synthetic grids
-    python sweeps/invariance.py --runs docs/results/cartpole_horizon_grid --power-at 15 30   # seeds a dip needs
+    python analysis/invariance.py --runs docs/results docs/results/cartpole_value_lr_grid   # variants on one scale
+    python analysis/invariance.py --runs docs/results --seeds-for 0.1   # seeds per dt for an interval of +-0.1
+    python analysis/invariance.py --runs docs/results docs/results/bipedal_horizon_grid --dts 0.01 0.005  # shared
+    python analysis/invariance.py --calibrate   # coverage and power on synthetic grids
+    python analysis/invariance.py --runs docs/results/cartpole_horizon_grid --power-at 15 30   # seeds a dip needs
 
 Then one line per environment and label that sees every step, not only the two ends (issue 64):
 
@@ -25,7 +25,7 @@ Each run's score is the mean of its evaluations over the second half of its trai
 normalised scale (0: untrained, 1: the best mean of any algorithm and dt among the runs read); fine/coarse is the
 mean score of the two finest dt over that of the two coarsest (one each with three dt or fewer), the slope the
 score's change per halving of dt, each with a 95% bootstrap interval, the runs of each dt resampled within it; seeds
-is the fewest seeds of any dt. An invariant method has 1 and 0. One implementation: sweeps/plot.py's invariance(),
+is the fewest seeds of any dt. An invariant method has 1 and 0. One implementation: analysis/plot.py's invariance(),
 which its tables and compare.py print too. A label has "@<budget>s" where the runs read have it at several budgets.
 """
 
@@ -36,13 +36,10 @@ from pathlib import Path
 
 import numpy as np
 import plot
+import robustness
 import tyro
 from archive import RefusedRuns
-
-# CartPole's spreads (docs/results, the paper's DAU at 1800 s, returns): coarse-step runs about 400 with SD 64;
-# bimodal grids of runs that balance (about 480) or stall (about 120), 78% balancing, SD about 150.
-UNTRAINED, BEST, LEVEL, COARSE_SD = 29.0, 450.0, 400.0, 64.0
-DTS = (0.01, 0.005, 0.002, 0.001, 0.0005)
+from robustness import COARSE_SD, DEPARTURES, calibration, every_step_calibration
 
 
 @dataclass
@@ -63,58 +60,6 @@ class Options:
     of the size and spread seen needs"""
     calibrate: bool = False
     """print the coverage and power of the interval on synthetic grids (200 each) at 5, 10 and 15 seeds, and exit"""
-
-
-def synthetic_grid(rng, seeds, fine_factor=1.0, bimodal=False, sd=COARSE_SD, dip=None, split=None):
-    """{dt: normalised scores} of a synthetic CartPole grid: normal runs around LEVEL with SD `sd`, or bimodal ones
-    (balance or stall); the two finest dt's scores times fine_factor (0.7: a method 30% worse there); dip=(dt,
-    factor): that dt's scores times factor; split=(dt, share): that share of that dt's runs stall."""
-    grid = {}
-    for index, dt in enumerate(DTS):
-        if bimodal:
-            returns = np.where(rng.random(seeds) < 0.78, rng.normal(480, 20, seeds), rng.normal(120, 40, seeds))
-        else:
-            returns = rng.normal(LEVEL, sd, seeds)
-        if split and dt == split[0]:
-            returns = np.where(rng.random(seeds) < split[1], rng.normal(120, 40, seeds), returns)
-        score = (returns - UNTRAINED) / (BEST - UNTRAINED)
-        grid[dt] = score * (fine_factor if index >= len(DTS) - 2 else 1.0) * (dip[1] if dip and dt == dip[0] else 1.0)
-    return grid
-
-
-def calibration(seeds, fine_factor, bimodal, grids=200, resamples=2000, statistic=plot.invariance):
-    """The share of `grids` synthetic grids whose fine/coarse interval covers 1 (coverage for an invariant method,
-    1 - power for one that is not), and the same for the slope's interval and 0."""
-    rng = np.random.default_rng(seeds * 1000 + int(fine_factor * 100) + bimodal)
-    ratio_covers = slope_covers = 0
-    for index in range(grids):
-        result = statistic(synthetic_grid(rng, seeds, fine_factor, bimodal), resamples=resamples, rng=index)
-        ratio_covers += result.ratio_interval[0] <= 1 <= result.ratio_interval[1]
-        slope_covers += result.slope_interval[0] <= 0 <= result.slope_interval[1]
-    return ratio_covers / grids, slope_covers / grids
-
-
-# The departures seen on CartPole (issue 64, the 0.05-s horizon's 15-seed grid): at dt 0.002 a mean score 0.57 of its
-# other steps' (174 against 286); at dt 0.01, 7 of 15 runs below 150 where the paper's DAU has none.
-DEPARTURES = {"dip": {"dip": (0.002, 0.57)}, "split": {"split": (0.01, 0.5)}}
-
-
-def every_step_calibration(seeds, bimodal, departure=None, grids=200, resamples=2000, simultaneous=True):
-    """With no departure, the share of `grids` synthetic grids whose every-step intervals all cover 1 (coverage for an
-    invariant method); with one of DEPARTURES, the share whose interval at the departed dt lies below 1 (power)."""
-    kind = 1 + list(DEPARTURES).index(departure) if departure else 0
-    rng = np.random.default_rng(seeds * 1000 + bimodal + 10 * kind)
-    changes = DEPARTURES.get(departure, {})
-    hits = 0
-    for index in range(grids):
-        grid = synthetic_grid(rng, seeds, bimodal=bimodal, **changes)
-        result = plot.every_step(grid, resamples=resamples, rng=index, simultaneous=simultaneous)
-        if departure is None:
-            hits += all(low <= 1 <= high for low, high in result.intervals)
-        else:
-            step = result.dts.index(next(iter(changes.values()))[0])
-            hits += result.intervals[step][1] < 1
-    return hits / grids
 
 
 def calibration_table():
@@ -141,7 +86,7 @@ def seeds_for(by_dt, half_width):
     """Seeds per dt for a fine/coarse interval of +-half_width, at these runs' own per-dt means and SDs: the delta
     method's variance of a ratio of means, var(F) / C^2 + F^2 var(C) / C^4, each end the mean of its dt's means."""
     dts = sorted(by_dt, reverse=True)
-    ends = plot.pooled_ends(dts)
+    ends = robustness.pooled_ends(dts)
     coarse, fine = dts[:ends], dts[-ends:]
     mean_c = np.mean([np.mean(by_dt[dt]) for dt in coarse])
     mean_f = np.mean([np.mean(by_dt[dt]) for dt in fine])
@@ -156,7 +101,7 @@ def seeds_for(by_dt, half_width):
 def departure_power(by_dt, seeds, grids=200, resamples=2000):
     """The share of `grids` grids of `seeds` runs per dt, drawn with replacement from each dt's own runs `by_dt`
     (normalised scores), whose every-step interval at the worst dt of `by_dt` lies below 1, and that dt."""
-    worst = plot.every_step(by_dt, resamples=2)
+    worst = robustness.every_step(by_dt, resamples=2)
     if worst.relative is None:
         return None, None
     step = worst.dts[int(np.argmin(worst.relative))]
@@ -164,7 +109,7 @@ def departure_power(by_dt, seeds, grids=200, resamples=2000):
     below = 0
     for index in range(grids):
         grid = {dt: rng.choice(np.asarray(values), seeds) for dt, values in by_dt.items()}
-        below += (step, "below") in plot.every_step(grid, resamples=resamples, rng=index).departures()
+        below += (step, "below") in robustness.every_step(grid, resamples=resamples, rng=index).departures()
     return step, below / grids
 
 
@@ -195,7 +140,7 @@ def main(options):
     if not runs:
         steps = f" at --dts {' '.join(f'{dt:g}' for dt in options.dts)}" if options.dts else ""
         sys.exit(f"error: no finished runs{steps} in {' '.join(map(str, options.runs))}")
-    for line in plot.invariance_lines(runs) + plot.invariance_lines(runs, plot.every_step, plot.every_step_line):
+    for line in plot.invariance_lines(runs) + plot.invariance_lines(runs, robustness.every_step, plot.every_step_line):
         print(line)
     for env_id, algorithms in runs.items() if options.power_at else ():
         returns, untrained, best = plot.env_scores(algorithms)
