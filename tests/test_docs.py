@@ -2,6 +2,7 @@
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import plot
@@ -256,3 +257,38 @@ def test_the_readme_names_the_machines_the_headline_runs_record():
     assert recorded == {"AMD EPYC", "Intel Xeon"}, recorded  # (this test names them: a new one needs the README)
     assert all(name in paragraph for name in recorded), (recorded, paragraph)
     assert unrecorded and "predate the record" in paragraph
+
+
+USER_PAGES = [page for page in PAGES if page.name != "log.md"]  # the log is dated: its numbers are of their day
+DIFF = re.compile(r"`diff ([\w/]+\.py) ([\w/]+\.py)`")
+LINES = re.compile(r"(?<![\w.-])(\d+) (?:changed )?lines?\b")
+FILE_SHARE = re.compile(r"\b(\d+) of `([\w/]+\.py)`'s (\d+)\b")
+NOT_OF_A_FILE = ("265 lines per run", "no file over 400 lines")  # MuJoCo's warnings, a limit test_harness checks
+
+
+def diff_counts(old, new):
+    """What `diff old new` shows (the command itself): the lines it changes in each file, and each file's length."""
+    shown = subprocess.run(["diff", old, new], cwd=ROOT, capture_output=True, text=True, check=False).stdout
+    lines = shown.splitlines()
+    changed = {old: sum(line.startswith("< ") for line in lines), new: sum(line.startswith("> ") for line in lines)}
+    return changed, {name: len((ROOT / name).read_text().splitlines()) for name in (old, new)}
+
+
+@pytest.mark.parametrize("page", USER_PAGES, ids=lambda page: page.name)
+def test_every_line_count_a_page_quotes_is_the_files(page):
+    """Every "N lines" or "N changed lines" on a user page counts what the nearest `diff A B` before it changes (both
+    files together), and every "N of `A.py`'s M" the lines of A it changes and A's length; the few line counts that
+    are not of a file are named here."""
+    text = page.read_text()
+    for match in LINES.finditer(text):
+        if any(phrase in text[match.start() - 20 : match.end() + 20] for phrase in NOT_OF_A_FILE):
+            continue
+        pairs = DIFF.findall(text[: match.start()])
+        assert pairs, f"{page.name}: {match.group(0)!r} counts no diff and is not named as another count"
+        changed, _ = diff_counts(*pairs[-1])
+        assert int(match.group(1)) == sum(changed.values()), (page.name, match.group(0), pairs[-1], changed)
+    for match in FILE_SHARE.finditer(text):
+        pair = next(pair for pair in reversed(DIFF.findall(text[: match.start()])) if match.group(2) in pair)
+        changed, length = diff_counts(*pair)
+        assert [int(match.group(1)), int(match.group(3))] == [changed[match.group(2)], length[match.group(2)]], (
+            page.name, match.group(0), pair, changed, length)  # fmt: skip
