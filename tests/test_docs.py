@@ -292,3 +292,33 @@ def test_every_line_count_a_page_quotes_is_the_files(page):
         changed, length = diff_counts(*pair)
         assert [int(match.group(1)), int(match.group(3))] == [changed[match.group(2)], length[match.group(2)]], (
             page.name, match.group(0), pair, changed, length)  # fmt: skip
+
+
+def test_the_reproduction_pages_readme_rows_are_their_sweep_files():
+    """docs/reproduce.md's table of the README's rows: each row's runs and cost (hours with two workers) are what
+    its two sweeps/readme/ files' headers say, and every file has its row."""
+    text = (ROOT / "docs" / "reproduce.md").read_text()
+    named = []
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        files = re.findall(r"`(\w+\.yaml)`", cells[1]) if len(cells) == 4 else []
+        if len(files) != 2 or " + " not in cells[2]:
+            continue
+        runs, hours = cells[2].split(" + "), re.fullmatch(r"(\S+) \+ (\S+) hours", cells[3]).groups()
+        for name, count, cost in zip(files, runs, hours, strict=True):
+            header = (ROOT / "sweeps" / "readme" / name).read_text()
+            assert f"# {count} runs. Cost" in header, (name, count)
+            assert f"about {cost} hours with two workers" in header, (name, cost)
+            named.append(name)
+    assert sorted(named) == sorted(path.name for path in (ROOT / "sweeps" / "readme").glob("*.yaml"))
+
+
+def test_the_reproduction_page_counts_the_cartpole_dau_runs_on_file():
+    """The 1800-s CartPole DAU runs in docs/results: the page's total, the row's share and the --round-seconds ones."""
+    text = " ".join((ROOT / "docs" / "reproduce.md").read_text().split())
+    total, row, more = map(int, re.search(
+        r"holds (\d+) CartPole DAU runs at 1800 s: the row's (\d+) and (\d+) more with `--round-seconds 0.1`", text).groups())  # fmt: skip
+    runs = [json.loads(path.read_text())["args"] for path in RESULTS.glob("CartPole-v1__dau_discrete__*/run.json")]
+    runs = [args for args in runs if args["total_time"] == 1800]
+    assert [total, row, more] == [len(runs), sum(not args.get("round_seconds") for args in runs),
+                                  sum(args.get("round_seconds") == 0.1 for args in runs)]  # fmt: skip
