@@ -33,6 +33,8 @@ MERGED = dict.fromkeys(("dau_discrete_beyond_paper.py", "dau_discrete_td_noise.p
 ALGORITHMS = {"dau_continuous.py": "DAU", "dau_discrete.py": "DAU", "dau_discrete_research.py": "DAU",
               "dau_continuous_horizon.py": "DAU", "ddpg_baseline.py": "DDPG", "dqn_baseline.py": "DQN",
               **dict.fromkeys(MERGED, "DAU")}  # fmt: skip
+# Code that is not the project's, run as one of its runs: the authors' own DAU (sweeps/authors_code.py).
+OTHER_CODE = {"authors_code.py": "DAU-authors"}
 # A script labelled against another's defaults: dau_discrete.py's runs before the options moved out recorded
 # them (value_update "all"...), and its defaults lack them; the variant script's defaults are those options off.
 LABELLED_AGAINST = {"dau_discrete.py": "dau_discrete_research.py"}
@@ -163,7 +165,7 @@ def label(run):
     from harness.run_info import NOT_COMPUTED
 
     script, args = run["script"], filled_args(run)
-    name = ALGORITHMS.get(script, Path(script).stem)
+    name = ALGORITHMS.get(script) or OTHER_CODE.get(script, Path(script).stem)
     if script in BASELINES:
         name += "-scaled" if args.get("scaled") else "-unscaled"
     reference = known_script(script)

@@ -133,7 +133,8 @@ def old_api_cartpole():
 
 
 def gym_module():
-    """A `gym` package for their imports: Gymnasium's spaces, wrappers and env modules under Gym's names, Python's
+    """A `gym` package for their imports: Gymnasium's spaces, wrappers (with Gym's reward_range) and env modules under
+    Gym's names, Python's
     logging as gym.logger (their TimeLimit calls logger.debug, which Gymnasium's logger lacks), and make() for the
     one env the runner supports."""
     import gymnasium
@@ -147,8 +148,13 @@ def gym_module():
             raise ValueError(f"the runner's gym shim makes CartPole-v1 only, not {env_id}")
         return old_api_cartpole()
 
+    class Wrapper(gymnasium.Wrapper):
+        reward_range = property(
+            lambda self: self.env.reward_range
+        )  # Gym's wrappers had it (their SubprocVecEnv reads it)
+
     gym = types.ModuleType("gym")
-    gym.__dict__.update(make=make, Env=gymnasium.Env, Space=gymnasium.Space, Wrapper=gymnasium.Wrapper,
+    gym.__dict__.update(make=make, Env=gymnasium.Env, Space=gymnasium.Space, Wrapper=Wrapper,
                         ActionWrapper=gymnasium.ActionWrapper, logger=logging.getLogger("gym"),
                         spaces=gymnasium.spaces, utils=gymnasium.utils, envs=gymnasium.envs)  # fmt: skip
     return {"gym": gym, "gym.spaces": gymnasium.spaces, "gym.utils": gymnasium.utils,
@@ -184,14 +190,14 @@ def argload_module():
 
 class SerialVecEnv:
     """Their SubprocVecEnv's behaviour in one process: step every env with its action, reset one that is done (its
-    observation is then the reset one), stack the results and the infos' entries. The envs are seeded at their first
-    reset from `seeds`."""
+    observation is then the reset one), stack the results and the infos' entries. With `seeds`, each env's first
+    reset takes its seed."""
 
     def __init__(self, envs, seeds=None):
         self.envs = envs
         self.num_envs = len(envs)
         self.observation_space, self.action_space = envs[0].observation_space, envs[0].action_space
-        for env, seed in zip(envs, seeds if seeds is not None else [None] * len(envs), strict=True):
+        for env, seed in zip(envs, seeds or [], strict=False):  # none given: as the envs are
             env.unwrapped.seed(seed)
 
     def step(self, actions):

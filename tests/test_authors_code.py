@@ -1,0 +1,227 @@
+"""sweeps/authors_code.py, the runner of the authors' own DAU: its shims change nothing their algorithm sees.
+
+The shims' tests need no copy of the authors' code. The tests that run their code skip unless a checkout of
+ctallec/continuous-rl is named by $DAU_AUTHORS_CHECKOUT (docs/research/authors_code.md says how to get one)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import authors_code
+import gymnasium as gym
+import numpy as np
+import pytest
+from helpers import ROOT, read_csv
+
+from dt_wrappers import make_env
+
+CHECKOUT = os.environ.get(authors_code.CHECKOUT_VARIABLE)
+needs_checkout = pytest.mark.skipif(
+    not CHECKOUT, reason=f"no checkout of ctallec/continuous-rl (set {authors_code.CHECKOUT_VARIABLE})"
+)
+ACTIONS = [1, 1, 0, 1, 0] * 1000  # pushes right more than left: a fall within 5000 steps at dt 0.0005 too
+
+
+def old_api_trajectory(dt, seed):
+    """(observation, reward, done) of the shim's CartPole at tau = dt, as their make_env sets it, until done."""
+    env = authors_code.old_api_cartpole().unwrapped
+    env.tau = dt
+    env.seed(seed)
+    steps = [(env.reset(), None, False)]
+    for action in ACTIONS:
+        observation, reward, done, info = env.step(np.int64(action))
+        assert info == {}
+        steps.append((observation, reward, done))
+        if done:
+            break
+    return steps
+
+
+@pytest.mark.parametrize("dt", [0.01, 0.0005])
+def test_the_old_api_cartpole_is_gymnasiums_with_tau_dt(dt):
+    """Their env: Gym's old reset/step over Gymnasium's CartPole with tau = dt. The same trajectory, state for state,
+    as Gymnasium's CartPole-v1 (its time limit removed, as their `.unwrapped`) with tau = dt and the same seed and
+    actions; and the same observations and rewards as our own env at that dt (dt_wrappers: CartPole's +1 is already a
+    rate, so our scaled return, sum(r dt) / 0.02, is theirs times dt / 0.02, as the runner writes it)."""
+    theirs = old_api_trajectory(dt, seed=7)
+    reference = gym.make("CartPole-v1").unwrapped
+    reference.tau = dt
+    ours = make_env("CartPole-v1", dt, seed=7)
+    assert np.array_equal(theirs[0][0], reference.reset(seed=7)[0])
+    assert np.array_equal(theirs[0][0], ours.reset()[0])
+    for (observation, reward, done), action in zip(theirs[1:], ACTIONS, strict=False):
+        expected, expected_reward, terminated, truncated, _ = reference.step(action)
+        assert np.array_equal(observation, expected) and reward == expected_reward and done == terminated
+        assert not truncated
+        our_observation, our_reward, *_ = ours.step(action)
+        assert np.array_equal(observation, our_observation) and our_reward == reward
+    assert theirs[-1][2], "the sequence should end in a fall"
+    later = authors_code.old_api_cartpole()
+    later.seed(7)
+    first = later.reset()
+    assert not np.array_equal(later.reset(), first)  # only the first reset takes the seed, as Gym's seed() did
+
+
+def test_the_gym_shim_is_gymnasium_under_gyms_names(monkeypatch):
+    modules = authors_code.gym_module()
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    import gym as shimmed
+    from gym.spaces import Discrete
+
+    env = shimmed.make("CartPole-v1")
+    assert isinstance(env.action_space, Discrete) and Discrete is gym.spaces.Discrete
+    assert issubclass(type(env), shimmed.Env) and issubclass(shimmed.Wrapper, gym.Wrapper)
+    shimmed.logger.debug("their TimeLimit calls this; Gymnasium's logger has no debug")
+    with pytest.raises(ValueError, match="CartPole-v1 only"):
+        shimmed.make("Pendulum-v0")
+
+
+class CountingEnv:
+    """An old-API env whose episode ends after `length` steps; its observation is (seed, steps, resets)."""
+
+    def __init__(self, length):
+        self.length, self.steps, self.resets, self.seeded = length, 0, 0, None
+        self.observation_space = self.action_space = None
+        self.unwrapped = self
+
+    def seed(self, seed):
+        self.seeded = seed
+
+    def reset(self):
+        self.steps, self.resets = 0, self.resets + 1
+        return np.array([self.seeded, self.steps, self.resets])
+
+    def step(self, action):
+        self.steps += 1
+        return np.array([self.seeded, self.steps, self.resets]), float(action), self.steps == self.length, {"x": action}
+
+
+def test_the_vector_env_steps_resets_and_stacks_as_their_subproc_vec_env():
+    """Their SubprocVecEnv's worker: step, and if done, reset and send the reset observation with the step's reward
+    and done; the infos' entries stacked by key. Each env is seeded once, before its first reset."""
+    envs = [CountingEnv(2), CountingEnv(3)]
+    vector = authors_code.SerialVecEnv(envs, seeds=[11, 12])
+    assert vector.reset().tolist() == [[11, 0, 1], [12, 0, 1]]
+    observations, rewards, dones, infos = vector.step([5, 6])
+    assert observations.tolist() == [[11, 1, 1], [12, 1, 1]] and rewards.tolist() == [5, 6]
+    observations, rewards, dones, infos = vector.step([7, 8])
+    assert observations.tolist() == [[11, 0, 2], [12, 2, 1]]  # the first is done: its reset observation
+    assert dones.tolist() == [True, False] and infos["x"].tolist() == [7, 8]
+
+
+def test_toimage_scales_an_array_to_bytes():
+    image = authors_code.toimage(np.array([[0.5, 1.0], [1.5, 2.5]]))
+    assert np.asarray(image).tolist() == [[0, 64], [128, 255]]
+    assert np.asarray(authors_code.toimage(np.ones((2, 3)))).tolist() == [[0, 0, 0], [0, 0, 0]]
+
+
+def test_the_argload_shim_adds_logdir():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dt", type=float)
+    loader = authors_code.argload_module().ArgumentLoader(parser, to_reload=["dt"])
+    args = loader.parse_args(["--dt", "0.01", "--logdir", "somewhere"])
+    assert args.dt == 0.01 and args.logdir == "somewhere"
+
+
+def test_the_updates_are_their_agents_count():
+    """OfflineAgent.learn: 50 gradient steps at every vector step count c with c % 10 == 9 and c > 10."""
+    assert authors_code.updates_done(10, 10) == 0  # c = 9 is inside the warm-up
+    assert authors_code.updates_done(19, 10) == authors_code.updates_done(28, 10) == 50
+    assert authors_code.updates_done(29, 10) == 100
+
+
+def test_the_runner_refuses_bad_input_before_any_work(tmp_path, monkeypatch):
+    """No checkout, or a folder that is not theirs, or an env it does not run: one line saying which flag fixes it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(authors_code.CHECKOUT_VARIABLE, raising=False)
+    for args, message in [
+        ({}, "pass --checkout PATH or set DAU_AUTHORS_CHECKOUT"),
+        ({"checkout": str(tmp_path)}, "is not a checkout of ctallec/continuous-rl (no code/main.py)"),
+        ({"checkout": str(tmp_path), "env_id": "Pendulum-v1"}, "--env-id CartPole-v1"),
+        ({"checkout": str(tmp_path), "dt": 0.0}, "a time step in (0, 0.05]"),
+        ({"checkout": str(tmp_path), "total_time": -1.0}, "--total-time -1.0: a positive number"),
+    ]:
+        with pytest.raises(SystemExit) as refused:
+            authors_code.run(authors_code.Args(**args))
+        assert message in str(refused.value), refused.value
+        assert not (tmp_path / "runs").exists()
+
+
+# --- With a checkout of their code ---------------------------------------------------------------------------------
+
+
+def run_theirs(tmp_path, *args):
+    """One short run of theirs in a fresh interpreter (their modules live in sys.modules): evals.csv rows, run.json."""
+    result = subprocess.run([sys.executable, str(ROOT / "sweeps" / "authors_code.py"), "--num-envs", "4",
+                             "--num-eval-envs", "2", "--time-limit", "0.5", "--eval-every", "0.4", *args],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    return read_csv(run_dir / "evals.csv"), json.loads((run_dir / "run.json").read_text())
+
+
+@needs_checkout
+@pytest.mark.slow
+def test_their_code_runs_seeded_and_is_written_as_our_runs(tmp_path):
+    """The same seed gives the same evaluations (their code sets none: the runner does), another seed others; the
+    evaluations are at our schedule, the counts their agent's, the commit theirs, and our tools read the run."""
+    first = tmp_path / "first"
+    rows, run = run_theirs(first.mkdir() or first, "--dt", "0.01", "--seed", "3", "--total-time", "1.2")
+    again, _ = run_theirs((tmp_path / "again").mkdir() or tmp_path / "again", "--dt", "0.01", "--seed", "3",
+                          "--total-time", "1.2")  # fmt: skip
+    other, _ = run_theirs((tmp_path / "other").mkdir() or tmp_path / "other", "--dt", "0.01", "--seed", "4",
+                          "--total-time", "1.2")  # fmt: skip
+    assert [row["physical_time"] for row in rows] == ["0.000000", "0.400000", "0.800000", "1.200000"]
+    assert [int(row["updates"]) for row in rows] == [authors_code.updates_done(10 * k, 10) for k in range(4)]
+    returns = [row["scaled_return"] for row in rows]
+    assert returns == [row["scaled_return"] for row in again] and returns != [row["scaled_return"] for row in other]
+    assert run["completed"] and run["updates"] == 100 and run["authors_code"]["uncommitted_changes"] is False
+    commit = subprocess.run(["git", "-C", CHECKOUT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert run["authors_code"]["commit"] == commit.strip() and "--algo" in run["authors_code"]["argv"]
+    import archive
+    import run_local
+
+    sweep = run_local.load_sweep(ROOT / "sweeps" / "authors" / "cartpole.yaml", ["dt=0.01", "seed=3", "total_time=1.2",
+                                 "eval_every=0.4", "num_envs=4", "num_eval_envs=2", "time_limit=0.5"])  # fmt: skip
+    (point,) = run_local.grid(sweep)
+    assert run_local.point_identity(sweep, point) == archive.identity(run) == run["identity"]
+    assert archive.label(run) == "DAU-authors"
+
+
+@needs_checkout
+def test_the_vector_env_is_their_subproc_vec_env_on_cartpole():
+    """The shims against their own vector env (256 processes in their runs; 3 here): the same observations, rewards,
+    dones and time-limit flags, step for step, over their TimeLimit and the shim's CartPole."""
+    code = f"""
+import sys, json, numpy as np
+sys.path.insert(0, {str(ROOT / "sweeps")!r})
+import authors_code
+theirs = authors_code.install_shims(authors_code.Path({CHECKOUT!r}) / "code")
+from envs.utils import make_env
+from envs.vecenv import SubprocVecEnv
+def envs():
+    made = [make_env("cartpole", dt=0.01, time_limit=0.3) for _ in range(3)]
+    for env, seed in zip(made, [5, 6, 7]):
+        env.unwrapped.seed(seed)  # before the processes start: each takes its copy of the env
+    return made
+pair = [SubprocVecEnv(envs()), authors_code.SerialVecEnv(envs())]
+out = [[vector.reset().tolist()] for vector in pair]
+rng = np.random.default_rng(0)
+for _ in range(60):
+    actions = rng.integers(0, 2, 3)
+    for vector, record in zip(pair, out):
+        obs, rew, done, info = vector.step(actions)
+        record.append([obs.tolist(), rew.tolist(), done.tolist(), info["time_limit"].tolist()])
+pair[0].close()
+print(json.dumps(out))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    subproc, serial = json.loads(result.stdout.splitlines()[-1])
+    assert subproc == serial
+    assert any(any(step[3]) for step in serial[1:]) and any(any(step[2]) for step in serial[1:])  # limits and falls
