@@ -322,3 +322,13 @@ def test_the_reproduction_page_counts_the_cartpole_dau_runs_on_file():
     runs = [args for args in runs if args["total_time"] == 1800]
     assert [total, row, more] == [len(runs), sum(not args.get("round_seconds") for args in runs),
                                   sum(args.get("round_seconds") == 0.1 for args in runs)]  # fmt: skip
+
+
+TEST_COUNT = re.compile(r"\b\d+ (?:tests?|passed|skipped|failed|deselected)\b")
+
+
+@pytest.mark.parametrize("page", USER_PAGES, ids=lambda page: page.name)
+def test_no_user_page_quotes_a_test_count(page):
+    """Test counts go stale with every test added: a user page says how to count (`pytest --collect-only`), and the
+    counts of each measured run are in the lab log."""
+    assert not TEST_COUNT.findall(page.read_text()), page.name
