@@ -332,3 +332,27 @@ def test_no_user_page_quotes_a_test_count(page):
     """Test counts go stale with every test added: a user page says how to count (`pytest --collect-only`), and the
     counts of each measured run are in the lab log."""
     assert not TEST_COUNT.findall(page.read_text()), page.name
+
+
+def test_the_headline_commands_gpu_runs_are_what_their_files_say():
+    """The headline command on a GPU, in the README and the reproduction page: the whole run's last evaluation and
+    final return (mean of the last three) from its evals.csv, below every CPU run's final in the spread's table; the
+    five seeds cut short from their log; and the README's GPU row passing the env workers common.md says to pass."""
+    rows = (ROOT / "docs" / "gpu" / "h200-2026-11-27b" / "evals_k8.csv").read_text().splitlines()[1:]
+    returns = [float(row.split(",")[-1]) for row in rows]
+    last, final = f"{returns[-1]:.2f}", f"{sum(returns[-3:]) / 3:.1f}"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    reproduce = " ".join((ROOT / "docs" / "reproduce.md").read_text().split())
+    assert f"ends at {last}, a final return of {final}, below every CPU run's" in readme
+    assert f"its last evaluation is {last} and its final return (mean of the last three) {final}" in reproduce
+    table = reproduce.split(spread.PAGE_MARKERS[0])[1].split(spread.PAGE_MARKERS[1])[0]
+    cpu_finals = [float(row.split("|")[6]) for row in table.split("| docs/results")[1:]]
+    assert len(cpu_finals) >= 6 and float(final) < min(cpu_finals)
+    seeds = (ROOT / "docs" / "gpu" / "h200-2026-11-26b" / "seeds.txt").read_text()
+    gpu = [float(value) for value in re.findall(r"last three GPU +(\S+)", seeds)]
+    cpu = [float(value) for value in re.findall(r"CPU +(\S+)\n", seeds)]
+    assert len(gpu) == len(cpu) == 5
+    assert f"go from {min(gpu):.1f} to {max(gpu):.1f}, against {min(cpu):.1f} to {max(cpu):.1f}" in reproduce
+    workers = re.search(r"So on a GPU machine, pass `--env-workers (\d+)`", " ".join(
+        (ROOT / "docs" / "common.md").read_text().split())).group(1)  # fmt: skip
+    assert f"| 16-core H200 machine, `--env-workers {workers}`" in readme
