@@ -1,4 +1,4 @@
-"""The harness: what the six scripts (the four card scripts and the two research variants) do the same way and
+"""The harness: what the six scripts (the four paper scripts and the two research variants) do the same way and
 is not the algorithm, one part per module.
 
 The scripts keep the algorithm whole (networks, update, exploration, replay memory and the training loop);

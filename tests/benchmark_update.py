@@ -144,7 +144,7 @@ if __name__ == "__main__":
     parser.add_argument("--gpu", action="store_true", help="the bare loop only, on CUDA (docs/common.md, On a GPU)")
     options = parser.parse_args()
     scripts = ("dau_continuous.py", "ddpg_baseline.py")
-    if options.gpu:  # HalfCheetah's sizes (the card's command)
+    if options.gpu:  # HalfCheetah's sizes (the headline command)
         # What bounds a graph: its kernels run one after another, so their summed device time is its least time per
         # update. Profiled before any graph is captured, and CUPTI kept loaded (PyTorch's own workaround for graphs
         # after a teardown). Then the same through torch.compile, after the scripts' own (which do not compile):

@@ -195,7 +195,7 @@ def test_each_script_page_ends_with_its_results_as_plot_draws_them(page, algorit
 
 
 def test_the_headline_spread_is_what_spread_draws_from_the_kept_runs(monkeypatch):
-    """The reproduction page's headline section shows every run of the card's command on file, as
+    """The reproduction page's headline section shows every run of the headline command on file, as
     `analysis/spread.py --page` writes it from docs/results and docs/results/card, with the figure beside it."""
     text = (ROOT / "docs" / "reproduce.md").read_text()
     block = text.split(spread.PAGE_MARKERS[0])[1].split(spread.PAGE_MARKERS[1])[0].strip("\n")
@@ -316,8 +316,8 @@ def test_the_reproduction_pages_readme_rows_are_their_sweep_files():
 def test_the_reproduction_page_counts_the_cartpole_dau_runs_on_file():
     """The 1800-s CartPole DAU runs in docs/results: the page's total, the row's share and the --round-seconds ones."""
     text = " ".join((ROOT / "docs" / "reproduce.md").read_text().split())
-    total, row, more = map(int, re.search(
-        r"holds (\d+) CartPole DAU runs at 1800 s: the row's (\d+) and (\d+) more with `--round-seconds 0.1`", text).groups())  # fmt: skip
+    sentence = r"holds (\d+) CartPole DAU runs at 1800 s: the row's (\d+) and (\d+) more with `--round-seconds 0.1`"
+    total, row, more = map(int, re.search(sentence, text).groups())
     runs = [json.loads(path.read_text())["args"] for path in RESULTS.glob("CartPole-v1__dau_discrete__*/run.json")]
     runs = [args for args in runs if args["total_time"] == 1800]
     assert [total, row, more] == [len(runs), sum(not args.get("round_seconds") for args in runs),
