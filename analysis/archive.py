@@ -10,7 +10,8 @@ compare.py, diagnostics.py and invariance.py count:
   for that env and dt, the per-env settings included);
 - finished_runs refuses, in one line naming both folders, two finished runs with the same env, label, budget, dt and
   seed: plotted, they would be counted as one (or one of them silently dropped); read_run refuses a run.json that is
-  not whole, naming it (RefusedRuns, which every command prints as its one-line error).
+  not whole, not a run's (no "script" or "args") or unreadable, naming it (RefusedRuns, which every command prints
+  as its one-line error).
 """
 
 import functools
@@ -57,15 +58,24 @@ class DuplicateRuns(RefusedRuns):
 
 def read_run(path):
     """A run.json. One that is not whole JSON (a copy cut short, a disk that filled, a hand edit; the scripts write
-    it atomically) is refused, naming it: read as nothing, its run would leave the plots and the "done" lists
-    without a word."""
+    it atomically), not a JSON object with the "script" (a string) and "args" (an object) that every run.json has,
+    or that cannot be read (a folder of that name, a broken link, no permission) is refused, naming it: read as
+    nothing, or raising where a tool looks up its script or arguments, its run would leave the plots and the "done"
+    lists without a word, or stop the tool with a traceback."""
     try:
         with open(path) as file:
             run = json.load(file)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise RefusedRuns(f"{path} is not a whole run.json ({error}): restore it, or remove its run's folder") from None
+    except OSError as error:
+        raise RefusedRuns(f"{path} cannot be read ({error.strerror or error}): restore it, or remove its run's "
+                          "folder") from None  # fmt: skip
     if not isinstance(run, dict):
         raise RefusedRuns(f"{path} is not a run.json (a JSON {type(run).__name__}): restore it, or remove its folder")
+    missing = [f'"{key}" {name}' for key, kind, name in (("script", str, "string"), ("args", dict, "object"))
+               if not isinstance(run.get(key), kind)]  # fmt: skip
+    if missing:
+        raise RefusedRuns(f"{path} is not a run.json (no {' or '.join(missing)}): restore it, or remove its folder")
     return run
 
 

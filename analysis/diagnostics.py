@@ -25,7 +25,8 @@ that budget when the replay memory never wrapped (the case of CartPole's 10000-s
         --algorithms DAU DAU+terminal_rows=64 --probe 150 600 --table probe.md --out probe.png
 
 With --split RETURN, each table twice: for the runs whose second-half mean evaluation is below RETURN, and for the
-others (docs/research/horizon.md: what sets the horizon's failing runs apart from its good ones).
+others (docs/research/horizon.md: what sets the horizon's failing runs apart from its good ones). A run without that
+mean (no evaluation in its second half, or a NaN one) belongs to neither: it is refused, naming it.
 """
 
 import csv
@@ -75,16 +76,19 @@ class Options:
     """only these seeds (a probe's, to set against a grid's runs at the same seeds); empty: all"""
     split: float | None = None
     """RETURN: the table apart for the runs whose second-half mean evaluation (plot.py's run_score) is below RETURN
-    and for the others (what sets a grid's failing runs apart from its good ones); None: all runs together"""
+    and for the others (what sets a grid's failing runs apart from its good ones; a run without that mean is refused,
+    naming it); None: all runs together"""
 
 
 SUMMARY = {"V": "values/v", "abs(A)": "values/abs_advantage", "changed": "exploration/changed_action",
            "terminal share": "batch/terminal_share"}  # fmt: skip
 
 
-def load_diagnostics(runs_dir, env_id, algorithm, seeds=()):
+def load_diagnostics(runs_dir, env_id, algorithm, seeds=(), unscored=None):
     """{dt: [(physical times, {column: values}), one per seed]} of the finished runs that have a diagnostics.csv
-    (of `seeds` only, if given); the columns also hold the evaluations, "eval_time" and "eval_return"."""
+    (of `seeds` only, if given); the columns also hold the evaluations, "eval_time" and "eval_return", and the run's
+    score for --split, "run_score". `unscored`, a list, gets "<run folder> (why)" for each run without a score: no
+    evaluation in the second half of its time, or a NaN one there."""
     by_dt = {}
     for (_, name, dt, seed), (run_dir, run) in finished_runs(runs_dir, (env_id,)).items():
         if name != algorithm or not (run_dir / "diagnostics.csv").is_file() or (seeds and seed not in seeds):
@@ -98,6 +102,10 @@ def load_diagnostics(runs_dir, env_id, algorithm, seeds=()):
         columns["eval_time"], columns["eval_return"] = curve.times, curve.returns
         scored = curve.times[-1] >= curve.total_time / 2 - 1e-6  # evaluations in the second half: the tables' score
         columns["run_score"] = np.full(len(rows), run_score(curve) if scored else math.nan)  # for --split
+        if unscored is not None and math.isnan(columns["run_score"][0]):
+            why = "a NaN evaluation" if scored else "no evaluation"
+            unscored.append(f"{run_dir} ({why} from {curve.total_time / 2:g} s on, the second half of its "
+                            f"{curve.total_time:g} s)")  # fmt: skip
         by_dt.setdefault(dt, []).append((columns["physical_time"], columns))
     return by_dt
 
@@ -175,12 +183,17 @@ def probe_table(by_dt, start, end):
 
 
 def main(options):
-    sources = {(folder, algorithm): load_diagnostics(folder, options.env_id, algorithm, options.seeds)
+    unscored = []  # runs that --split could put in neither table
+    sources = {(folder, algorithm): load_diagnostics(folder, options.env_id, algorithm, options.seeds, unscored)
                for folder in options.runs for algorithm in options.algorithms}  # fmt: skip
     for algorithm in options.algorithms:  # several folders: each algorithm's runs may be in one of them
         if not any(sources[folder, algorithm] for folder in options.runs):
             where = " or ".join(str(folder) for folder in options.runs)
             sys.exit(f"error: no finished {algorithm} runs of {options.env_id} with a diagnostics.csv in {where}")
+    if options.split is not None and unscored:  # neither below RETURN nor not: out of both tables, without a word
+        sys.exit(f"error: --split: {len(unscored)} runs have no second-half mean evaluation to split by: "
+                 f"{', '.join(unscored)}; restore their evals.csv, leave them out with --seeds (the other "
+                 "seeds) or --runs (another folder), or run without --split")  # fmt: skip
     sources = {key: by_dt for key, by_dt in sources.items() if by_dt}
     if len(sources) > len(LINE_STYLES):
         sys.exit(f"error: at most {len(LINE_STYLES)} --runs folders times --algorithms, got {len(sources)}")

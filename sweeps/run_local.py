@@ -134,21 +134,26 @@ def agent_command(sweep, point):
 
 
 REFUSED = set()  # run.json files refused so far (readable_runs): each is said once
+REFUSING = threading.Lock()  # the workers' threads read runs/ at once: one of them says a refusal
 
 
 def readable_runs(runs_dir):
-    """(path, run.json) of every run in `runs_dir` whose run.json is whole. One that is not (a copy cut short, a
-    full disk, a hand edit) is refused in one line, once, and the sweep goes on with the rest: it may be another
-    sweep's or an unrelated run's, and raising in a worker would stop every run of this call. Its grid point, if
-    it is one of this sweep's, counts as not done."""
+    """(path, run.json) of every run in `runs_dir` whose run.json archive.read_run reads. One it refuses (a copy cut
+    short, a full disk, a hand edit, no "script" or "args", a file that cannot be read) is refused in one line, once,
+    and the sweep goes on with the rest: it may be another sweep's or an unrelated run's, and raising in a worker
+    would stop every run of this call. Its grid point, if it is one of this sweep's, counts as not done: it runs
+    again from the start, in a new folder, unless another run of it is done, and the line says so."""
     readable = []
     for path in Path(runs_dir).glob("*/run.json"):
         try:
             readable.append((path, archive.read_run(path)))
         except archive.RefusedRuns as error:
-            if path.resolve() not in REFUSED:  # the same file, whichever folder name it was read under
+            with REFUSING:
+                if path.resolve() in REFUSED:  # the same file, whichever folder name it was read under
+                    continue
                 REFUSED.add(path.resolve())
-                print(f"refused {error}; going on without it", file=sys.stderr, flush=True)
+                print(f"refused {error}; going on without it: if it is a run of this grid, its point runs again from "
+                      "the start, in a new folder", file=sys.stderr, flush=True)  # fmt: skip
     return readable
 
 
@@ -478,5 +483,5 @@ def main(options):
 if __name__ == "__main__":
     try:
         main(tyro.cli(Options))
-    except archive.RefusedRuns as error:  # what archive refuses beyond a run.json not whole (readable_runs skips it)
+    except archive.RefusedRuns as error:  # archive refusing elsewhere than in readable_runs
         sys.exit(f"error: {error}")

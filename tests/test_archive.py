@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from unittest.mock import patch
 
@@ -355,6 +356,92 @@ def test_a_run_json_that_is_not_whole_is_refused_in_one_line_naming_it(tmp_path,
     (refusal,) = plan.stderr.strip().splitlines()
     assert refusal.startswith("refused runs/cut/run.json is not a whole run.json"), refusal
     assert "0 already finished, 2 to run" in plan.stdout, plan.stdout
+
+
+def test_a_run_json_without_script_or_args_or_that_cannot_be_read_is_refused_naming_it(tmp_path):
+    """JSON objects that are not a run's (a hand edit, another tool's file) and a run.json that cannot be read are
+    refused as a cut one is, naming the file (issue 73: a KeyError or an OSError, with a traceback)."""
+    write_run(tmp_path, "whole")
+    (tmp_path / "bare").mkdir()
+    neither, listed = '"script" string or "args" object', '{"script": "dau_discrete.py", "args": [], "completed": true}'
+    for text, missing in (('{"completed": true}', neither), ("{}", neither), (listed, '"args" object')):
+        (tmp_path / "bare" / "run.json").write_text(text)
+        with pytest.raises(archive.RefusedRuns, match=rf"bare/run.json is not a run.json \(no {missing}\): restore"):
+            archive.finished_runs(tmp_path)
+    (tmp_path / "bare" / "run.json").unlink()
+    (tmp_path / "bare" / "run.json").mkdir()
+    with pytest.raises(archive.RefusedRuns, match=r"bare/run.json cannot be read \(Is a directory\): restore it"):
+        archive.finished_runs(tmp_path)
+
+
+def test_the_executor_refuses_a_run_json_in_its_plan_and_in_a_worker_and_runs_the_point(workdir, monkeypatch, capsys):
+    """A run.json that read_run refuses, in runs/ when the call plans (no "args") or put there while a worker starts
+    the point (a folder named run.json, found by the worker's check that no other call ran the point since the
+    plan), is refused in one line each, once, saying that its point runs again in a new folder; the call goes on
+    and runs the point from the start (issue 73: the plan raised, and the worker's error stopped the call)."""
+    monkeypatch.chdir(workdir)
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    sweep = run_local.load_sweep(workdir / "tiny.yaml", ["dt=0.01"])
+    (point,) = run_local.grid(sweep)
+    planned = workdir / "runs" / "CartPole-v1__dqn_baseline__dt0.01__4__1"
+    planned.mkdir(parents=True)
+    (planned / "run.json").write_text(json.dumps({"script": "dqn_baseline.py", "dt": 0.01, "completed": True}))
+    (planned / CHECKPOINT).write_bytes(b"")  # not resumed: its run.json does not say which point it is
+    claim = run_local.claim
+
+    def claim_as_a_run_json_appears(identity):
+        (workdir / "runs" / "CartPole-v1__dqn_baseline__dt0.01__4__2" / "run.json").mkdir(parents=True)
+        return claim(identity)
+
+    started = []
+
+    class Run:  # the point's run: it ends at once
+        def __init__(self, command, **kwargs):
+            started.append(command)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(run_local, "claim", claim_as_a_run_json_appears)
+    monkeypatch.setattr(run_local.subprocess, "Popen", Run)
+    run_local.main(run_local.Options(sweeps=(workdir / "tiny.yaml",), override=("dt=0.01",), workers=1))
+    out, err = capsys.readouterr()
+    assert "1 runs in the grid, 0 already finished, 1 to run\n" in out and "1 runs finished, 0 failed" in out, out
+    assert started == [run_local.agent_command(sweep, point)]  # no --resume
+    refusals = err.splitlines()
+    assert len(refusals) == 2, refusals
+    assert refusals[0].startswith(f'refused runs/{planned.name}/run.json is not a run.json (no "args" object)')
+    assert refusals[1].startswith("refused runs/CartPole-v1__dqn_baseline__dt0.01__4__2/run.json cannot be read")
+    again = "going on without it: if it is a run of this grid, its point runs again from the start, in a new folder"
+    assert all(line.endswith(again) for line in refusals), refusals
+
+
+def test_workers_that_find_one_refused_run_json_at_once_say_it_once(tmp_path, monkeypatch, capsys):
+    """The workers' threads read runs/ at once: the refusal is said once, also when a thread switch falls between
+    one's check that it was not said and its note that it was (here a sleep there, as the scheduler may make)."""
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "run.json").write_text("{")
+
+    class SlowSet(set):
+        def __contains__(self, item):
+            found = super().__contains__(item)
+            time.sleep(0.2)
+            return found
+
+    monkeypatch.setattr(run_local, "REFUSED", SlowSet())
+    together = threading.Barrier(2)
+
+    def read():
+        together.wait()
+        assert run_local.readable_runs(tmp_path) == []
+
+    workers = [threading.Thread(target=read) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    refusals = capsys.readouterr().err.splitlines()
+    assert len(refusals) == 1 and "cut/run.json is not a whole run.json" in refusals[0], refusals
 
 
 def test_a_point_that_diverged_in_another_call_after_this_one_planned_is_not_run_again(workdir, monkeypatch, capsys):

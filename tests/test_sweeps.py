@@ -540,6 +540,37 @@ def test_split_sets_the_runs_below_a_return_apart_from_the_others(tmp_path):
     assert rest.startswith(", second-half mean 150 or more:") and "| 0.01 | 2 | 83.3 (66.7-100.0) |" in rest
 
 
+def test_split_refuses_a_run_it_cannot_score_naming_it(tmp_path):
+    """--split RETURN has no side for a run without a second-half mean evaluation (no evaluation in that half, or a
+    NaN one): it is refused, naming each such run and the flags that leave it out, before anything is written
+    (issue 73: it was left out of both tables without a word)."""
+    import diagnostics
+
+    header = "physical_time,values/v,optimizer/grad_rms_value,optimizer/grad_rms_advantage,batch/terminal_td_share"
+    # Evaluations at 0, 15, 30 and 45 s of 40: seed 3's end at 15 s, seed 4's second half has a NaN.
+    for seed, returns in ((1, [0, 0, 100, 100]), (2, [0, 0, 300, 300]), (3, [0, 0]), (4, [0, 0, 100, "nan"])):
+        run_dir = write_run(tmp_path / "runs", "dau_discrete.py", 0.01, seed, returns, eval_every=15, total_time=40.0)
+        rows = [f"{t},{seed},{seed},{seed},0.5,0.0" for t in (10, 20, 30, 40)]
+        (run_dir / "diagnostics.csv").write_text("\n".join([header + ",losses/td", *rows]))
+    table_path, out = tmp_path / "split.md", tmp_path / "split.png"
+    options = diagnostics.Options(runs=(tmp_path / "runs",), env_id="Pendulum-v1", columns=("values/v",),
+                                  probe=(0, 40), split=150, table=table_path, out=out)  # fmt: skip
+    with pytest.raises(SystemExit) as refused:
+        diagnostics.main(options)
+    message, runs = str(refused.value), tmp_path / "runs" / "Pendulum-v1__dau_discrete__dt0.01"
+    assert message.startswith("error: --split: 2 runs have no second-half mean evaluation to split by: "), message
+    assert f"{runs}__3__1 (no evaluation from 20 s on, the second half of its 40 s)" in message, message
+    assert f"{runs}__4__1 (a NaN evaluation from 20 s on, the second half of its 40 s)" in message, message
+    assert "__1__1" not in message and "__2__1" not in message
+    assert "--seeds" in message and "without --split" in message
+    assert not table_path.exists() and not out.exists()
+    diagnostics.main(dataclasses.replace(options, split=None))  # without --split, all four runs in one table
+    assert "| 0.01 | 4 |" in table_path.read_text()
+    diagnostics.main(dataclasses.replace(options, seeds=(1, 2)))  # without the two, split as before
+    below, rest = table_path.read_text().split("DAU, " + str(tmp_path / "runs"))[1:]
+    assert "| 0.01 | 1 |" in below and "| 0.01 | 1 |" in rest
+
+
 def test_the_diagnostics_probe_table(tmp_path):
     """--probe FROM TO: per dt, each run's mean evaluation from FROM to TO, V's least-squares climb per second and V
     at TO, the RMS TD error per second, RMSprop's denominators and the terminal share of td^2, over the rows after
