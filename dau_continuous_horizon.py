@@ -1,7 +1,7 @@
 """Continuous Deep Advantage Updating (DAU), with V's target over a physical horizon (an option beyond the paper).
 
-dau_continuous.py (the paper's supplementary Alg. "Continuous DAU") plus --value-horizon H, off by default (issue 56;
-docs/reproduce.md, "Beyond the paper"): V's target over the next round(H / dt) steps of its env, cut at an episode's
+dau_continuous.py (the paper's supplementary Alg. "Continuous DAU") plus --value-horizon H, off by default
+(docs/research/horizon.md, "The physical horizon on Pendulum and BipedalWalker"): V's target over the next round(H / dt) steps of its env, cut at an episode's
 end, the same physical horizon at every dt. The OU noise moves every action, so the discrete variant's cut at a
 non-greedy action would leave one step: the return is not corrected for the noise (as D4PG's n-step returns, Barth-
 Maron et al. 2018). So V learns about the value of acting with the noise (greedily on the first of each n steps only),

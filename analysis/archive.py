@@ -34,8 +34,9 @@ MERGED = dict.fromkeys(("dau_discrete_beyond_paper.py", "dau_discrete_td_noise.p
 ALGORITHMS = {"dau_continuous.py": "DAU", "dau_discrete.py": "DAU", "dau_discrete_research.py": "DAU",
               "dau_continuous_horizon.py": "DAU", "ddpg_baseline.py": "DDPG", "dqn_baseline.py": "DQN",
               **dict.fromkeys(MERGED, "DAU")}  # fmt: skip
-# Code that is not the project's, run as one of its runs: the authors' own DAU (sweeps/authors_code.py).
-OTHER_CODE = {"authors_code.py": "DAU-authors"}
+# Code that is not the project's, run as one of its runs, with its algorithm and its label: the authors' own DAU
+# (sweeps/authors_code.py).
+OTHER_CODE = {"authors_code.py": ("DAU", "DAU-authors")}
 # A script labelled against another's defaults: dau_discrete.py's runs before the options moved out recorded
 # them (value_update "all"...), and its defaults lack them; the variant script's defaults are those options off.
 LABELLED_AGAINST = {"dau_discrete.py": "dau_discrete_research.py"}
@@ -175,7 +176,7 @@ def label(run):
     from harness.run_info import NOT_COMPUTED
 
     script, args = run["script"], filled_args(run)
-    name = ALGORITHMS.get(script) or OTHER_CODE.get(script, Path(script).stem)
+    name = ALGORITHMS.get(script) or OTHER_CODE.get(script, (None, Path(script).stem))[1]
     if script in BASELINES:
         name += "-scaled" if args.get("scaled") else "-unscaled"
     reference = known_script(script)
@@ -194,10 +195,10 @@ def label(run):
 
 
 def algorithm(run):
-    """DAU, DDPG or DQN: the algorithm of the run's script, or of the script a patched copy is (known_script);
-    None for another script."""
+    """DAU, DDPG or DQN: the algorithm of the run's script, of the script a patched copy is (known_script), or of
+    other code run as one of ours (OTHER_CODE); None for another script."""
     reference = known_script(run["script"])
-    return ALGORITHMS[reference] if reference else None
+    return ALGORITHMS[reference] if reference else OTHER_CODE.get(run["script"], (None,))[0]
 
 
 def finished_runs(folders, env_ids=()):

@@ -13,10 +13,10 @@ With --table, also a Markdown table per folder and algorithm: for each dt, the m
 of each run's mean over its last --window physical seconds, of V, abs(A), how often exploration changed the greedy
 action and the terminal transitions' share; with --reward-rate r (the reward per second, CartPole's 1), also V over
 its balance level (r + abs(A)) dt / (dt ln(1 / gamma) + terminal share), where Alg. 1's updates stop moving V's
-mean when the replay memory is stationary (docs/reproduce.md, "Where V's level comes from").
+mean when the replay memory is stationary (docs/research/value_level.md, "Where V's level comes from").
 
-With --probe FROM TO, the table of a probe instead (what a remedy's predictions are checked on, docs/reproduce.md,
-"Beyond the paper"): per dt, over the physical seconds FROM to TO of each run, the mean evaluation, V's climb per
+With --probe FROM TO, the table of a probe instead (what a remedy's predictions are checked on:
+docs/research/README.md): per dt, over the physical seconds FROM to TO of each run, the mean evaluation, V's climb per
 second (a least-squares slope) and V at TO, the RMS TD error per second, RMSprop's denominators per network and the
 terminal transitions' share of td^2. A run longer than TO (a kept grid's) counts up to TO only, which is the run of
 that budget when the replay memory never wrapped (the case of CartPole's 10000-s memory).

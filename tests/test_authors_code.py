@@ -134,6 +134,14 @@ def test_the_updates_are_their_agents_count():
     assert authors_code.updates_done(29, 10) == 100
 
 
+def test_our_tools_read_its_runs_as_the_authors_dau():
+    """analysis/archive.py: its own label beside our DAU's on one scale, and DAU's algorithm (compare.py reads it)."""
+    import archive
+
+    run = {"script": "authors_code.py", "args": {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1}}
+    assert archive.label(run) == "DAU-authors" and archive.algorithm(run) == "DAU"
+
+
 def test_the_runner_refuses_bad_input_before_any_work(tmp_path, monkeypatch):
     """No checkout, or a folder that is not theirs, or an env it does not run: one line saying which flag fixes it."""
     monkeypatch.chdir(tmp_path)
@@ -190,7 +198,7 @@ def test_their_code_runs_seeded_and_is_written_as_our_runs(tmp_path):
                                  "eval_every=0.4", "num_envs=4", "num_eval_envs=2", "time_limit=0.5"])  # fmt: skip
     (point,) = run_local.grid(sweep)
     assert run_local.point_identity(sweep, point) == archive.identity(run) == run["identity"]
-    assert archive.label(run) == "DAU-authors"
+    assert archive.label(run) == "DAU-authors" and archive.algorithm(run) == "DAU"
 
 
 @needs_checkout
