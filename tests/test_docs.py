@@ -356,3 +356,22 @@ def test_the_headline_commands_gpu_runs_are_what_their_files_say():
     workers = re.search(r"So on a GPU machine, pass `--env-workers (\d+)`", " ".join(
         (ROOT / "docs" / "common.md").read_text().split())).group(1)  # fmt: skip
     assert f"| 16-core H200 machine, `--env-workers {workers}`" in readme
+
+
+CODE_GLOBS = ("*.py", "harness/*.py", "analysis/*.py", "sweeps/*.py", "sweeps/*/*.yaml", "tests/*.py", "tests/*.sh")
+CODE_FILES = sorted(path for pattern in (*CODE_GLOBS, ".ci/*") for path in ROOT.glob(pattern) if path.is_file())
+POINTER = re.compile(r"(docs/[\w/]+\.md)(?:[,:]? \"([^\"]+)\")?")
+
+
+def test_the_code_points_to_pages_and_sections_that_exist():
+    """Every `docs/<page>.md` the code, the sweep files and the test tools name is a page, and every
+    `docs/<page>.md, "Section"` a heading of it (the start of one): pointers that went stale when sections moved."""
+    stale = []
+    for path in CODE_FILES:
+        text = re.sub(r"\n\s*#\s*", " ", path.read_text())  # a pointer may go over a comment's line break
+        for page, section in POINTER.findall(" ".join(text.split())):
+            headings = [heading.strip("` ").lower() for heading in HEADING.findall((ROOT / page).read_text())] if (
+                ROOT / page).is_file() else None  # fmt: skip
+            if headings is None or section and not any(h.startswith(section.lower()) for h in headings):
+                stale.append(f"{path.relative_to(ROOT)}: {page} {section}")
+    assert not stale, stale
