@@ -66,6 +66,10 @@ class Args:
     """episode time limit in physical seconds (CartPole-v1's 500 steps of 0.02 s; their `--time_limit`)"""
     num_envs: int = 256
     """training envs (their `--nb_train_env`; the paper: 256)"""
+    steps_per_round: int = 10
+    """vector steps between two learning steps (their `--steps_btw_train`; the paper: 10)"""
+    updates_per_round: int = 50
+    """gradient steps at each learning step (their `--learn_per_step`; the paper: 50)"""
     num_eval_envs: int = 64
     """evaluation envs (their `--nb_eval_env`; their README: 64)"""
     checkout: str | None = None
@@ -78,11 +82,12 @@ def authors_argv(args, logdir):
     256, memory 1e6, no normalisation). --nb_true_epochs gives our budget in their unit (epochs of nb_steps vector
     steps, times dt); --eval_gap is ours; both are recorded, neither changes what `train` computes."""
     nb_steps = 100
-    return ["--algo", "ddau", "--env_id", "cartpole", "--dt", repr(args.dt), "--steps_btw_train", "10",
-            "--noise_type", "coherent", "--batch_size", "256", "--hidden_size", "256", "--nb_layers", "1",
+    return ["--algo", "ddau", "--env_id", "cartpole", "--dt", repr(args.dt),
+            "--steps_btw_train", str(args.steps_per_round), "--noise_type", "coherent", "--batch_size", "256",
+            "--hidden_size", "256", "--nb_layers", "1",
             "--gamma", "0.8", "--nb_steps", str(nb_steps), "--sigma", "1.5", "--theta", "7.5",
             "--nb_train_env", str(args.num_envs), "--nb_eval_env", str(args.num_eval_envs),
-            "--memory_size", "1000000", "--learn_per_step", "50",
+            "--memory_size", "1000000", "--learn_per_step", str(args.updates_per_round),
             "--eval_gap", repr(args.eval_every / (nb_steps * args.num_envs)), "--weight_decay", "0.0", "--tau", "0.0",
             "--optimizer", "rmsprop", "--time_limit", repr(args.time_limit), "--lr", "0.1", "--policy_lr", "0.02",
             "--nb_true_epochs", repr(args.total_time / (nb_steps * args.num_envs)), "--noreload",
@@ -284,8 +289,8 @@ def check_args(args):
 
 
 def updates_done(agent_count, steps_between, updates_per_learn=50, warm_up=10):
-    """Their agent's gradient steps after `agent_count` vector steps: 50 at every count c with c % 10 == 9 and
-    c > 10 (OfflineAgent.learn)."""
+    """Their agent's gradient steps after `agent_count` vector steps: `updates_per_learn` at every count c with
+    c % steps_between == steps_between - 1 and c > 10 (OfflineAgent.learn)."""
     learns = [count for count in range(1, agent_count + 1) if count % steps_between == steps_between - 1]
     return updates_per_learn * sum(count > warm_up for count in learns)
 
@@ -312,7 +317,8 @@ def run(args):
     theirs.config.VEnv = lambda env_list: SerialVecEnv(env_list, next(made))
     agent, env, eval_env = theirs.config.configure(authors_args)
 
-    round_steps, round_time = 10, 10 * args.num_envs * args.dt
+    round_steps = args.steps_per_round
+    round_time = round_steps * args.num_envs * args.dt
     rounds = int(args.total_time / round_time + 1e-9)
     start, eval_seconds, evaluations = time.time(), 0.0, 0
     path = os.path.join(run_dir, "evals.csv")
@@ -329,7 +335,8 @@ def run(args):
                 eval_seconds += time.time() - eval_start
                 scaled = float(mean_return) * args.dt / NATIVE_DT
                 steps = round_index * round_steps
-                writer.writerow([f"{physical_time:.6f}", steps * args.num_envs, updates_done(steps, round_steps),
+                updates = updates_done(steps, round_steps, args.updates_per_round)
+                writer.writerow([f"{physical_time:.6f}", steps * args.num_envs, updates,
                                  f"{time.time() - start:.2f}", f"{scaled:.4f}"])  # fmt: skip
                 file.flush()
                 print(f"{physical_time:9.2f} s  scaled return {scaled:8.2f}  ({time.time() - start:.0f} s)", flush=True)
@@ -343,7 +350,8 @@ def run(args):
     save_json({"script": "authors_code.py", "run_name": run_name, "dt": args.dt, "args": recorded,
                "identity": run_identity("authors_code.py", recorded), "completed": True,
                "physical_time": rounds * round_time, "env_steps": steps * args.num_envs,
-               "updates": updates_done(steps, round_steps), "wall_time": time.time() - start,
+               "updates": updates_done(steps, round_steps, args.updates_per_round),
+               "wall_time": time.time() - start,
                "eval_wall_time": eval_seconds, "final_scaled_return": scaled,
                "authors_code": {"repository": "ctallec/continuous-rl", "checkout": str(checkout), **commit,
                                 "argv": [str(part) for part in argv], "shims": list(SHIMS)},
