@@ -435,7 +435,7 @@ if __name__ == "__main__":
         with torch.no_grad():
             return advantage(torch.as_tensor(obs[None], dtype=torch.float32, device=device))[0].argmax().item()
 
-    def evaluate_policy(networks):  # a copy of them on the CPU, as they were when it was due (harness/evaluations.py)
+    def evaluate_policy(networks):  # the last, the policy, alone: its copy on the CPU when due (harness/evaluations.py)
         return evaluate(networks["advantage"], run.eval_envs)
 
     run.evaluate_saved_model(networks, evaluate=evaluate_policy, act=act)  # --eval-model: evaluates, then exits
@@ -475,7 +475,7 @@ if __name__ == "__main__":
     # Returns the observations to go on from: on a --resume, the checkpoint's in place of the reset's.
     obs = run.start(envs, obs, state=state, networks=networks, evaluate=evaluate_policy, act=act,
                     diagnostics=DIAGNOSTICS)  # fmt: skip
-    with run:  # Ctrl-C stops at once, keeping what was logged; SIGTERM after the round, with a checkpoint
+    with run:  # Ctrl-C stops after the evaluation in flight (twice: at once); SIGTERM after the round with a checkpoint
         for _ in run.rounds():  # evaluations and checkpoints fall between rounds, at multiples of their intervals
             changed_action, failures = torch.zeros((), device=device), 0  # this round's, for diagnostics.csv
             for _ in range(args.steps_per_round):  # Alg. lines "for j = 1, nb_steps"

@@ -95,8 +95,11 @@ class Resumed:
     def restore_counters(self, clock, logs):
         """The clock's and the logs' COUNTERS as the checkpoint has them; returns the wall time so far."""
         clock.restore(self.counters, self.args["checkpoint_every"])
+        # A checkpoint from before eval_wait_seconds (issue 73) reads it as eval_seconds: what a run that evaluated
+        # at once (the CPU's default) waited; one in the background waited less.
+        counters = {"eval_wait_seconds": self.counters["eval_seconds"]} | self.counters
         for name in logs.COUNTERS:
-            setattr(logs, name, self.counters[name])
+            setattr(logs, name, counters[name])
         return self.counters["wall_time"]
 
     def restore(self, *, state, envs, obs, eval_envs, videos):

@@ -70,7 +70,7 @@ class Clock:
 class Preemption:
     """SIGTERM (Slurm, cloud spot machines and `wandb agent` stop a job with it) asks the training loop to save a
     checkpoint once the round, evaluation or checkpoint in flight is over, and stop; Ctrl-C (SIGINT) stops it at
-    once, as before."""
+    once, but for an evaluation in the background, which the run's end waits for (a second Ctrl-C drops it)."""
 
     def __init__(self):
         self.requested = False

@@ -1,22 +1,28 @@
-"""The run's evaluations: each plays the policy of the round it is due at, on a copy of the networks on the CPU, and
-its row of evals.csv carries that round's counters. With --eval-in-background the copy is played in a thread while
-training goes on, and the rows are written in order as the evaluations end: the same evals.csv, since the copy is
-taken at the same round, the evaluation envs are the thread's alone and it draws from none of the training's
-generators. A checkpoint, the final evaluation and the run's end wait for the evaluations in flight."""
+"""The run's evaluations: each plays the policy of the round it is due at, on a copy of the policy network on the
+CPU, and its row of evals.csv carries that round's counters. With --eval-in-background the copy is played in a
+thread while training goes on, and each row is written as its evaluation ends: the same evals.csv, since the copy
+is taken at the same round, the evaluation envs are the thread's alone and it draws from none of the training's
+generators. One evaluation at a time: the next, a checkpoint and the run's end wait for the one in flight, so that
+a wait lasts one evaluation at most and one copy of the policy is held. The seconds training spent on evaluations
+(running them at once, copying the policy, waiting for the thread) are Logs.eval_wait_seconds, beside the seconds
+the evaluations took to play (Logs.eval_seconds)."""
 
+import concurrent.futures
+import contextlib
 import copy
+import ctypes
+import queue
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 
 def policy_copy(networks):
-    """A copy of `networks` (a dict of modules; one they share, such as the normaliser, stays shared) on the CPU: a
-    step of the few evaluation envs is a forward pass too small for a GPU, which spends it in kernel launches and a
-    sync per step. On a CPU machine the same weights, so the same numbers."""
-    copied = copy.deepcopy(networks)
-    for module in copied.values():
-        module.cpu()
-    return copied
+    """The policy, the last of `networks` (a dict of modules, as model.pt keeps them: the actor, or the network whose
+    argmax acts), copied on the CPU, as {its name: its copy} (its normaliser, a submodule, with it; the other
+    networks are not copied): a step of the few evaluation envs is a forward pass too small for a GPU, which spends
+    it in kernel launches and a sync per step. On a CPU machine the same weights, so the same numbers."""
+    name, policy = list(networks.items())[-1]
+    return {name: copy.deepcopy(policy).cpu()}
 
 
 def in_background(args, device):
@@ -29,45 +35,101 @@ def in_background(args, device):
     return device.type == "cuda"
 
 
+class EvaluationThread:
+    """A thread that plays what it is given, one after another; `submit` returns its Future. A daemon, so that an
+    error before the run's end cannot leave the process waiting for it; `interrupt` stops what it plays, since a
+    daemon thread still in torch's code as Python exits aborts the process ("terminate called without an active
+    exception")."""
+
+    def __init__(self):
+        self.tasks = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, name="evaluation", daemon=True)
+        self.thread.start()
+
+    def submit(self, function, *args):
+        future = concurrent.futures.Future()
+        self.tasks.put((future, function, args))
+        return future
+
+    def interrupt(self, future):
+        """Stop playing `future`'s task as Ctrl-C stops one in the main thread: KeyboardInterrupt, raised in the thread
+        once the env step or forward pass under way returns; waits for that (10 s at most, Ctrl-C or not)."""
+        if not future.done():
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident),
+                                                       ctypes.py_object(KeyboardInterrupt))  # fmt: skip
+            with contextlib.suppress(KeyboardInterrupt):
+                concurrent.futures.wait([future], timeout=10)
+
+    def _serve(self):
+        while True:
+            future, function, args = self.tasks.get()
+            try:
+                future.set_result(function(*args))
+            except BaseException as error:  # raised in the main thread, by Future.result
+                if not future.done():  # (an interrupt as the task ended)
+                    future.set_exception(error)
+
+
 class Evaluations:
-    """The evaluations begun and not yet logged, in the order they began; `evaluate(networks)` returns the mean
-    scaled return of the networks' copy over the evaluation envs (the script's), `logs` writes the rows."""
+    """The run's evaluations and the one in flight in the thread, if any: `evaluate(networks)` returns the mean scaled
+    return of the policy's copy (policy_copy) over the evaluation envs (the script's), `logs` writes the rows and
+    counts the seconds."""
 
     def __init__(self, evaluate, logs, background):
         self.evaluate, self.logs = evaluate, logs
-        self.thread = ThreadPoolExecutor(1, thread_name_prefix="evaluation") if background else None
-        self.in_flight = []  # (future, the round's counters), the oldest first
+        self.thread = EvaluationThread() if background else None
+        self.in_flight = None  # (future, the round's counters) of the evaluation playing in the thread
 
     def begin(self, networks, clock, start_time, wait=False):
-        """An evaluation of the networks as they are now, with the clock's counters now; played at once, or in the
-        thread. Logs the evaluations that have ended (`wait`: all of them, this one included, once they end)."""
-        counters = clock.physical_time, clock.env_steps, clock.updates
-        copied = policy_copy(networks)
-        if self.thread is None:
-            self._log(self._timed(copied), counters, start_time)
-        else:
-            self.in_flight.append((self.thread.submit(self._timed, copied), counters))
-        self.log_ended(start_time, wait)
+        """An evaluation of the networks' policy as it is now, with the clock's counters now: played at once, or in the
+        thread once the one in flight has ended and is logged (`wait`: logged too, once it ends)."""
+        with self._waiting():
+            self._log_in_flight(start_time, wait=True)
+            counters, copied = (clock.physical_time, clock.env_steps, clock.updates), policy_copy(networks)
+            if self.thread is None:
+                self._log(self._timed(copied), counters, start_time)
+            else:
+                self.in_flight = self.thread.submit(self._timed, copied), counters
+                self._log_in_flight(start_time, wait)
 
     def log_ended(self, start_time, wait=False):
-        """Write the rows of the evaluations that have ended, in order (`wait`: of all of them, once they end)."""
-        while self.in_flight and (wait or self.in_flight[0][0].done()):
-            future, counters = self.in_flight[0]
-            result = future.result()  # (a Ctrl-C while it waits leaves the evaluation in flight, for Loop.end)
-            self.in_flight.pop(0)
-            self._log(result, counters, start_time)
+        """Write the row of the evaluation in flight if it has ended (`wait`: once it ends)."""
+        with self._waiting():
+            self._log_in_flight(start_time, wait)
 
     def finish(self, start_time, error_type):
-        """At the run's end, however it ended (`error_type`, None if it finished): log every evaluation begun, once
-        it ends, and end the thread. After an error, one of an evaluation is not raised over it."""
+        """At the run's end, however it ended (`error_type`, None if it finished): log the evaluation in flight, once
+        it ends. After an error, one of the evaluation is not raised over it. A Ctrl-C while it waits (the second,
+        where one stopped the run) drops it, stopped in the thread as the main thread stops one, and the run's end
+        goes on at once."""
+        if error_type is KeyboardInterrupt and self.in_flight is not None:
+            self.logs.console.print("waiting for the evaluation in flight (Ctrl-C again: stop without it)")
         try:
             self.log_ended(start_time, wait=True)
+        except KeyboardInterrupt:
+            if self.in_flight is not None:
+                self.thread.interrupt(self.in_flight[0])
+            self.in_flight = None
+            self.logs.console.print("interrupted again: the evaluation in flight is dropped")
         except Exception:
             if error_type is None:
                 raise
+
+    def _log_in_flight(self, start_time, wait):
+        if self.in_flight is not None and (wait or self.in_flight[0].done()):
+            future, counters = self.in_flight
+            result = future.result()  # (a Ctrl-C while it waits leaves it in flight, for finish)
+            self.in_flight = None
+            self._log(result, counters, start_time)
+
+    @contextlib.contextmanager
+    def _waiting(self):
+        """The seconds training spends in it, added to Logs.eval_wait_seconds."""
+        began = time.time()
+        try:
+            yield
         finally:
-            if self.thread is not None:
-                self.thread.shutdown(cancel_futures=True)
+            self.logs.eval_wait_seconds += time.time() - began
 
     def _timed(self, copied):
         began = time.time()

@@ -21,13 +21,14 @@ class Logs:
     of diagnostics.csv, `wandb` is the module of a run with --track (None without). `csv_bytes` (for a resumed run:
     evals.csv's and diagnostics.csv's lengths at its checkpoint) cuts the files back and appends to them;
     `wandb_is_new`: a resumed run's W&B run starts now (the run ran without --track). COUNTERS are what the
-    checkpoint keeps."""
+    checkpoint keeps: among them eval_seconds, the seconds the evaluations took to play, and eval_wait_seconds, the
+    wall seconds training spent on them (harness/evaluations.py: as long at once, less in the background)."""
 
-    COUNTERS = ("window", "window_rounds", "last_eval", "eval_seconds")
+    COUNTERS = ("window", "window_rounds", "last_eval", "eval_seconds", "eval_wait_seconds")
 
     def __init__(self, run_dir, clock, diagnostics, wandb, csv_bytes=None, wandb_is_new=False):
         self.clock, self.diagnostics, self.wandb, resumed = clock, diagnostics, wandb, csv_bytes is not None
-        self.last_eval, self.eval_seconds = float("nan"), 0.0
+        self.last_eval, self.eval_seconds, self.eval_wait_seconds = float("nan"), 0.0, 0.0
         self.window, self.window_rounds = torch.zeros(len(diagnostics) - 1, dtype=torch.float64), 0  # sums since a row
         # What W&B holds already: a resumed run computes again what it logged after the checkpoint, and W&B cannot
         # take rows back, so it gets only the evaluations and diagnostics rows after its last of each (its summary

@@ -146,8 +146,8 @@ class Loop:
         if isinstance(self.envs, EnvWorkers):
             self.envs.close()
         if error_type is KeyboardInterrupt:
-            self.logs.console.print("interrupted: keeping what was logged (and the evaluations in flight, once ended)")
-        self.evaluations.finish(self.start_time, error_type)  # an evaluation begun is not lost, however the run ends
+            self.logs.console.print("interrupted: keeping what was logged")
+        self.evaluations.finish(self.start_time, error_type)  # the one in flight is kept, unless Ctrl-C drops it
         if error_type is EnvWorkerError:
             sys.exit(f"error: {error}")
         self.logs.close()
@@ -156,15 +156,15 @@ class Loop:
         run, clock, logs = self.run, self.clock, self.logs
         if run.args.save_model:
             self._save_model(os.path.join(run.run_dir, "model.pt"), self.final_eval_envs)
-        wall_time, checkpoint = time.time() - self.start_time, os.path.join(run.run_dir, CHECKPOINT)
+        wall_time, path = time.time() - self.start_time, os.path.join(run.run_dir, CHECKPOINT)
         stopped_by = None if self.completed else "SIGTERM" if run.preemption.requested else "Ctrl-C"
         self._write_run_info(completed=self.completed, physical_time=clock.physical_time, env_steps=clock.env_steps,
                              updates=clock.updates, wall_time=wall_time, eval_wall_time=logs.eval_seconds,
-                             final_scaled_return=logs.last_eval, stopped_by=stopped_by,
-                             checkpoint=checkpoint if os.path.exists(checkpoint) else None)  # fmt: skip
+                             eval_wait_time=logs.eval_wait_seconds, final_scaled_return=logs.last_eval,
+                             stopped_by=stopped_by, checkpoint=path if os.path.exists(path) else None)  # fmt: skip
         print(f"{run.run_name}: scaled return {logs.last_eval:.2f} after {clock.physical_time:g} physical s "
               f"({clock.env_steps} env steps, {clock.updates} updates, {wall_time:.1f} s wall, "
-              f"{logs.eval_seconds:.1f} s evaluating) -> {run.run_dir}")  # fmt: skip
+              f"{logs.eval_wait_seconds:.1f} s of it on evaluations) -> {run.run_dir}")  # fmt: skip
         if run.wandb:
             finish_wandb(run.wandb, stopped_by)
         return True

@@ -91,8 +91,8 @@ class Run:
 
     def evaluate_saved_model(self, networks, *, evaluate, act):
         """--eval-model: load the networks (a dict of modules, as saved), evaluate them with `evaluate(networks)` (the
-        mean scaled return of their copy on the CPU over the evaluation envs), record a video with `act` (observation
-        -> env action) if asked, and exit the process. Without --eval-model, nothing."""
+        mean scaled return of the copy on the CPU of their policy, the last, over the evaluation envs), record a video
+        with `act` (observation -> env action) if asked, and exit the process. Without --eval-model, nothing."""
         args = self.args
         if not args.eval_model:
             return
@@ -115,10 +115,10 @@ class Run:
     def start(self, envs, obs, *, state, networks, evaluate, act, diagnostics):
         """Open the logs and, for a resumed run, put back the checkpoint's state: `state` (a dict of the script's
         objects with state_dict / load_state_dict: networks, optimizer, replay memory, noise), the training envs `envs`
-        and their observations `obs`, the evaluation envs and the generators. `networks` is what model.pt keeps,
-        `evaluate(networks)` gives the mean scaled return of their copy on the CPU (harness/evaluations.py),
-        `act` an env action for one observation (videos), and `diagnostics` the column names of diagnostics.csv.
-        Returns the observations to go on from."""
+        and their observations `obs`, the evaluation envs and the generators. `networks` is what model.pt keeps, the
+        policy last; `evaluate(networks)` gives the mean scaled return of the policy's copy on the CPU, `networks`
+        holding it alone (harness/evaluations.py), `act` an env action for one observation (videos), and
+        `diagnostics` the column names of diagnostics.csv. Returns the observations to go on from."""
         self.loop = Loop(self, envs, obs, state=state, networks=networks, evaluate=evaluate, act=act,
                          diagnostics=diagnostics)  # fmt: skip
         self.round_time = self.loop.clock.round_time  # physical seconds of interaction per round

@@ -13,7 +13,7 @@ says how close training runs to the network's own speed. On a shared machine (a 
 by tens of percent within minutes) one ratio is noisy: --repeats N alternates the scripts N times and ends with
 the median ratio of each, the number to quote.
 
-Where the rest goes: the script's own "s evaluating" (the evaluations at t=0 and at the end) and the same
+Where the rest goes: the script's own "s of it on evaluations" (those at t=0 and at the end) and the same
 number of steps of the same 256 training envs (the scripts' make_vector_env, harness/envs.py), timed alone just after
 the script. Updates at the bare rate, evaluations and env stepping are what a run cannot do without; their
 share bounds the ratio from above (the "ceiling"): no change to the scripts' own code (acting, replay,
@@ -126,12 +126,13 @@ def env_stepping_seconds(dt, vector_steps, num_envs=dau.Args.num_envs, seed=1):
 
 
 def time_script(script, dt, total_time):
-    """Run the script end to end; return its updates, vector env steps, wall and evaluation seconds."""
+    """Run the script end to end; return its updates, vector env steps, wall seconds and the seconds of them spent on
+    evaluations (run.json's eval_wait_time: at once, as on the CPU by default, the evaluations' own time)."""
     output = subprocess.run(
         [sys.executable, str(ROOT / script), "--dt", str(dt), "--total-time", str(total_time), "--eval-every", "1e9"],
         capture_output=True, text=True, check=True, cwd="/tmp",
     ).stdout  # fmt: skip
-    match = re.search(r"\((\d+) env steps, (\d+) updates, ([\d.]+) s wall, ([\d.]+) s evaluating\)", output)
+    match = re.search(r"\((\d+) env steps, (\d+) updates, ([\d.]+) s wall, ([\d.]+) s of it on evaluations\)", output)
     env_steps, updates, wall, evaluating = match.groups()
     return int(updates), int(env_steps) // dau.Args.num_envs, float(wall), float(evaluating)
 

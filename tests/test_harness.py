@@ -23,6 +23,7 @@ import psutil
 import pytest
 import run_local
 import torch
+import tyro
 from helpers import (
     ROOT,
     TINY,
@@ -33,15 +34,17 @@ from helpers import (
     read_wandb_run,
     run_script,
     start_and_signal,
+    with_ctrl_c,
 )
 
 import dau_discrete
 import harness.files
 from dt_wrappers import PhysicalTime, make_env
 from harness.args import buffer_rows, set_round_seconds
-from harness.checkpoint import CHECKPOINT, save_model
+from harness.checkpoint import CHECKPOINT, Resumed, save_model
 from harness.clock import whole_rounds
 from harness.env_state import env_state, set_env_state
+from harness.evaluations import Evaluations, in_background, policy_copy
 from harness.files import claim_run_dir, new_run_dir, save_json
 from harness.logs import PREEMPTED_EXIT_CODE, Logs
 from harness.run_info import UNRECORDED, code_history, code_version
@@ -266,10 +269,12 @@ BACKGROUND_RUN = [*TINY_PENDULUM, "--total-time", "4", "--checkpoint-every", "10
 
 def test_an_evaluation_in_the_background_logs_what_it_logs_at_once_while_training_goes_on(tmp_path):
     """--eval-in-background True: each evaluation plays a copy of the policy taken at the round it is due, in a thread,
-    while the rounds go on (slowed by 0.5 s as each begins, so that the rounds run ahead and a later evaluation
-    plays a copy of an earlier round's policy); evals.csv, diagnostics.csv and the checkpoint are those of the
-    same run evaluating at once (Pendulum's returns move with any change of the actor). Fails on a copy taken
-    when the thread begins rather than at the round."""
+    while the rounds go on (slowed by 0.5 s as each begins, so that the rounds run ahead and an evaluation ends after
+    more updates than its round's); evals.csv, diagnostics.csv and the checkpoint are those of the same run
+    evaluating at once (Pendulum's returns move with any change of the actor). One evaluation at a time: each has
+    ended before the round of the next (a queue of them made a checkpoint wait for all, each holding a copy). run.json
+    has the seconds training spent on evaluations (eval_wait_time), at once no less than the seconds they took to play
+    (eval_wall_time)."""
     logged = {}
     for name, background in (("at-once", "False"), ("background", "True")):
         probe = slow_evaluations(tmp_path / name, 0.5)
@@ -280,17 +285,18 @@ def test_an_evaluation_in_the_background_logs_what_it_logs_at_once_while_trainin
         ]
         checkpoint = torch.load(run_dir / "checkpoint.pt", weights_only=True)["state"]["actor"]
         calls = json.loads((tmp_path / name / "evaluations.json").read_text())
-        logged[name] = evals, (run_dir / "diagnostics.csv").read_text(), checkpoint, calls
-    (evals, diagnostics, actor, calls), background = logged["at-once"], logged["background"]
+        run = json.loads((run_dir / "run.json").read_text())
+        logged[name] = evals, (run_dir / "diagnostics.csv").read_text(), checkpoint, calls, run
+    (evals, diagnostics, actor, calls, run), background = logged["at-once"], logged["background"]
     assert len(evals) == 5 and evals == background[0] and diagnostics == background[1]
     assert all(torch.equal(actor[key], background[2][key]) for key in actor)
     assert all(thread == "MainThread" and began == ended for thread, began, ended in calls)
     threads = {thread for thread, *_ in background[3]}
     assert len(background[3]) == 5 and len(threads) == 1 and threads != {"MainThread"}
-    # Training went on while an evaluation played, and an evaluation began after more updates than its row's: it
-    # played a copy of an earlier round's policy.
-    assert any(ended > began for _, began, ended in background[3])
-    assert any(began > int(row["updates"]) for (_, began, _), row in zip(background[3], evals, strict=True))
+    # Training went on while an evaluation played: it ended after more updates than its round's, with the copy.
+    assert any(ended > int(row["updates"]) for (_, _, ended), row in zip(background[3], evals, strict=True))
+    assert all(ended <= int(row["updates"]) for (_, _, ended), row in zip(background[3], evals[1:], strict=False))
+    assert run["eval_wait_time"] >= run["eval_wall_time"] >= 5 * 0.5 and background[4]["eval_wall_time"] >= 5 * 0.5
 
 
 @pytest.mark.slow
@@ -314,6 +320,170 @@ def test_ctrl_c_keeps_the_evaluation_in_flight(tmp_path):
     assert 3 <= len(evals) < len(whole) and evals == whole[: len(evals)], stdout
     (run_json,) = folder.glob("runs/*/run.json")
     assert json.loads(run_json.read_text())["stopped_by"] == "Ctrl-C"
+
+
+# The run with its third evaluation in the evaluation thread slowed (`busy` seconds in torch's code, as an evaluation
+# is) or failing (`busy` None) as it begins, and a line in began.txt as each begins. The hook sees the threads the
+# run starts only, not the main thread.
+THIRD_EVALUATION = """
+import runpy, sys, threading, time
+import torch
+sys.path.insert(0, {root!r})
+began, busy = [], {busy!r}
+
+
+def profile(frame, event, arg):
+    if frame.f_code.co_filename == {script!r} and frame.f_code.co_name == "evaluate" and event == "call":
+        began.append(threading.current_thread().name)
+        began_at = time.time()
+        with open("began.txt", "a") as file:
+            file.write(began[-1] + "\\n")
+        if len(began) == 3 and busy is None:
+            raise RuntimeError("the third evaluation failed")
+        while len(began) == 3 and time.time() < began_at + busy:
+            torch.ones(64, 64) @ torch.ones(64, 64)
+
+
+sys.argv[0] = {script!r}
+threading.setprofile(profile)
+runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
+def third_evaluation(folder, busy):
+    probe = folder / "probe.py"
+    probe.write_text(THIRD_EVALUATION.format(root=str(ROOT), script=str(ROOT / "dau_continuous.py"), busy=busy))
+    return probe
+
+
+def wait_for(condition, process, timeout=120):
+    """Poll `condition()` until it holds (True) or the process ends (False)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and process.poll() is None:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_while_the_end_waits_drops_the_evaluation_in_flight_and_keeps_the_rest(tmp_path):
+    """Ctrl-C while the third evaluation plays in the background (kept busy in torch for 60 s): the run waits for it;
+    a second Ctrl-C while it waits drops it, stopped in the thread, and the run ends at once with what an
+    interrupted run keeps: the rows before it, the logs closed, run.json's counts and stopped_by, exit status 0.
+    Before, the second KeyboardInterrupt escaped the run's end, which wrote no run.json, and the process waited for
+    the thread; a daemon thread left in torch's code as Python exits aborts the process."""
+    # A fresh interpreter, which exits as `python script.py` does (the suite's launcher ends a process at once).
+    probe, outputs = third_evaluation(tmp_path, 60), [tmp_path / "stdout.txt", tmp_path / "stderr.txt"]
+    with open(outputs[0], "w") as stdout, open(outputs[1], "w") as stderr:
+        process = subprocess.Popen([sys.executable, str(probe), *BACKGROUND_RUN, "--eval-in-background", "True"],
+                                   cwd=tmp_path, stdout=stdout, stderr=stderr, preexec_fn=with_ctrl_c)  # fmt: skip
+    began = tmp_path / "began.txt"
+    assert wait_for(lambda: began.exists() and len(began.read_text().splitlines()) >= 3, process)
+    process.send_signal(signal.SIGINT)
+    assert wait_for(lambda: "interrupted" in outputs[0].read_text(), process)
+    time.sleep(0.5)  # in Evaluations.finish, waiting
+    second = time.time()
+    process.send_signal(signal.SIGINT)
+    try:
+        returncode = process.wait(timeout=30)
+    finally:
+        process.kill()
+    stdout, stderr = (path.read_text() for path in outputs)
+    assert returncode == 0 and time.time() - second < 20, stderr[-3000:]
+    assert "waiting for the evaluation in flight" in stdout and "the evaluation in flight is dropped" in stdout
+    assert [row["physical_time"] for row in read_evals(tmp_path)] == ["0.000000", "1.200000"]
+    (run_json,) = tmp_path.glob("runs/*/run.json")
+    run = json.loads(run_json.read_text())
+    assert run["stopped_by"] == "Ctrl-C" and not run["completed"] and run["updates"] > 0
+    assert run["checkpoint"] is not None and run["eval_wait_time"] >= 0
+
+
+def test_an_error_in_the_evaluation_thread_ends_the_run_with_it(tmp_path):
+    """An evaluation in the background that raises (the third) ends the run as it would at once: its error and
+    traceback, exit status 1, the rows of the evaluations before it, and no wait for anything more."""
+    result = run_script(str(third_evaluation(tmp_path, None)), *BACKGROUND_RUN, "--eval-in-background", "True",
+                        cwd=tmp_path, check=False, timeout=120)  # fmt: skip
+    assert result.returncode == 1 and "RuntimeError: the third evaluation failed" in result.stderr, result.stderr
+    began = (tmp_path / "began.txt").read_text().splitlines()
+    assert len(began) == 3 and "MainThread" not in began
+    assert [row["physical_time"] for row in read_evals(tmp_path)] == ["0.000000", "1.200000"]
+    (run_json,) = tmp_path.glob("runs/*/run.json")
+    assert json.loads(run_json.read_text())["completed"] is False
+
+
+def test_evaluations_play_in_the_background_by_default_on_a_gpu_only():
+    """--eval-in-background left out (None, the scripts' default) is on for a GPU run and off on the CPU; given, it
+    is what it says on either."""
+    assert tyro.cli(dau_discrete.Args, args=[]).eval_in_background is None
+    devices = [torch.device("cuda"), torch.device("cpu")]
+    assert [in_background(SimpleNamespace(eval_in_background=None), device) for device in devices] == [True, False]
+    for given in (True, False):
+        assert [in_background(SimpleNamespace(eval_in_background=given), device) for device in devices] == [given] * 2
+
+
+class CountingLogs:
+    """The logs' part that Evaluations uses: the rows, and the seconds."""
+
+    def __init__(self):
+        self.rows, self.eval_seconds, self.eval_wait_seconds = [], 0.0, 0.0
+
+    def evaluation_row(self, scaled_return, seconds, wall_time, physical_time, env_steps, updates):
+        self.rows.append(physical_time)
+        self.eval_seconds += seconds
+
+
+def test_training_waits_for_one_evaluation_at_most_and_counts_its_wait():
+    """In the background, an evaluation begins once the one in flight has ended and is logged (one copy of the
+    policy held, a wait of one evaluation at most), and eval_wait_seconds counts the seconds training waited:
+    none when the rounds outlast the evaluations (0.2 s each), all of them at once."""
+    clock = SimpleNamespace(physical_time=0.0, env_steps=0, updates=0)
+
+    def evaluate(policy):
+        time.sleep(0.2)
+        return 0.0
+
+    logs = CountingLogs()
+    evaluations = Evaluations(evaluate, logs, background=True)
+    evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
+    clock.physical_time = 1.0
+    evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())  # at once after the first: waits for it
+    assert logs.rows == [0.0] and 0.15 < logs.eval_wait_seconds < logs.eval_seconds + 0.1
+    time.sleep(0.4)  # a round longer than the evaluation
+    waited, clock.physical_time = logs.eval_wait_seconds, 2.0
+    evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
+    time.sleep(0.4)
+    evaluations.finish(time.time(), None)
+    assert logs.rows == [0.0, 1.0, 2.0] and logs.eval_wait_seconds - waited < 0.1 and logs.eval_seconds >= 0.6
+    logs = CountingLogs()
+    evaluations = Evaluations(evaluate, logs, background=False)
+    evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
+    assert logs.rows == [2.0] and logs.eval_wait_seconds >= logs.eval_seconds >= 0.2
+
+
+def test_an_evaluation_copies_the_policy_alone():
+    """The copy an evaluation plays (and holds while it waits for the thread) is the policy's, the last of the
+    networks, its normaliser with it, on the CPU: not the other networks'."""
+    normalizer = torch.nn.Linear(2, 2)
+    value, actor = torch.nn.Sequential(normalizer, torch.nn.Linear(2, 1)), torch.nn.Sequential(normalizer)
+    copied = policy_copy({"normalizer": normalizer, "value": value, "actor": actor})
+    assert list(copied) == ["actor"] and copied["actor"] is not actor
+    assert torch.equal(copied["actor"][0].weight, normalizer.weight) and copied["actor"][0] is not normalizer
+
+
+def test_a_checkpoint_from_before_the_wait_counter_reads_it_as_the_evaluating_time():
+    """A checkpoint written before eval_wait_seconds was counted resumes with it set to eval_seconds (what a run
+    evaluating at once waited), its other counters as they were."""
+    counters = {"rounds_done": 3, "evaluations": 2, "log_rows": 4, "checkpoints": 1, "window": torch.zeros(2),
+                "window_rounds": 1, "last_eval": -5.0, "eval_seconds": 1.5, "wall_time": 9.0}  # fmt: skip
+    resumed = Resumed({"run_name": "run", "device": "cpu", "wandb_id": None, "args": {"checkpoint_every": 0.0},
+                       "counters": counters, "evals_csv_bytes": 0, "diagnostics_csv_bytes": 0})  # fmt: skip
+    clock, logs = SimpleNamespace(restore=lambda counters, every: None), SimpleNamespace(COUNTERS=Logs.COUNTERS)
+    assert resumed.restore_counters(clock, logs) == 9.0
+    assert (logs.eval_seconds, logs.eval_wait_seconds, logs.last_eval) == (1.5, 1.5, -5.0)
+    resumed = Resumed({**resumed.saved, "counters": counters | {"eval_wait_seconds": 0.5}})
+    resumed.restore_counters(clock, logs)
+    assert (logs.eval_seconds, logs.eval_wait_seconds) == (1.5, 0.5)
 
 
 def test_evaluations_and_checkpoints_fall_on_exact_multiples_of_their_intervals(tmp_path):
