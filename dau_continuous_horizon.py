@@ -1,10 +1,10 @@
 """Continuous Deep Advantage Updating (DAU), with V's target over a physical horizon (an option beyond the paper).
 
 dau_continuous.py (the paper's supplementary Alg. "Continuous DAU") plus --value-horizon H, off by default
-(docs/research/horizon.md, "The physical horizon on Pendulum and BipedalWalker"): V's target over the next round(H /
-dt) steps of its env, cut at an episode's end, the same physical horizon at every dt. The OU noise moves every
+(docs/research/horizon.md, "The physical horizon on Pendulum and BipedalWalker"): V's target over the next round(H / dt)
+steps of its env, cut at an episode's end, the same physical horizon at every dt. The OU noise moves every
 action, so the discrete variant's cut at a non-greedy action would leave one step: the return is not corrected for
-the noise (as D4PG's n-step returns, Barth- Maron et al. 2018). So V learns about the value of acting with the noise
+the noise (as D4PG's n-step returns, Barth-Maron et al. 2018). So V learns about the value of acting with the noise
 (greedily on the first of each n steps only), as SARSA's would: a bias of the noise's cost over the discount's
 horizon, nearly the same at every dt (the OU noise has one law at every dt; the greedy share, 1 / n, is not). With
 its defaults: dau_continuous.py, bit for bit.
