@@ -352,7 +352,7 @@ def run(args):
                "physical_time": rounds * round_time, "env_steps": steps * args.num_envs,
                "updates": updates_done(steps, round_steps, args.updates_per_round),
                "wall_time": time.time() - start,
-               "eval_wall_time": eval_seconds, "final_scaled_return": scaled,
+               "eval_wall_time": eval_seconds, "eval_wait_time": eval_seconds, "final_scaled_return": scaled,
                "authors_code": {"repository": "ctallec/continuous-rl", "checkout": str(checkout), **commit,
                                 "argv": [str(part) for part in argv], "shims": list(SHIMS)},
                "code": [code_version(__file__)], "versions": library_versions(),
