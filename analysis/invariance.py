@@ -10,16 +10,22 @@ algorithm label, in this form (other tools read it):
     python analysis/invariance.py --calibrate   # coverage and power on synthetic grids
     python analysis/invariance.py --runs docs/results/cartpole_horizon_grid --power-at 15 30   # seeds a dip needs
 
-Then one line per environment and label that sees every step, not only the two ends (issue 64):
+Then one line per environment and label that sees every step, not only the two ends (issues 64 and 71):
 
-    every-step CartPole-v1 DAU 0.01: 1.45 [1.21, 1.70], 15/15; 0.005: 1.13 [0.89, 1.38], 12/15; 0.002: 0.90 \\
-        [0.67, 1.14], 8/15; 0.001: 0.85 [0.61, 1.10], 10/15; 0.0005: 0.67 [0.44, 0.90], 6/15; departs: dt 0.01 \\
-        above, dt 0.0005 below; seeds 15
+    every-step CartPole-v1 DAU 0.01: 1.45 [1.20, 1.73], 15/15 [0.70, 1.00]; 0.005: 1.13 [0.87, 1.40], 12/15 \\
+        [0.44, 0.98]; 0.002: 0.90 [0.65, 1.15], 8/15 [0.21, 0.84]; 0.001: 0.85 [0.56, 1.14], 10/15 [0.31, 0.92]; \\
+        0.0005: 0.67 [0.42, 0.95], 6/15 [0.12, 0.74]; departs: dt 0.01 above, dt 0.0005 below; share departs: dt \\
+        0.01 above (p 0.002); seeds 15
 
 each dt's mean score over the mean of all its dt's mean scores, with 95% intervals that hold for every dt at once
-(plot.every_step: a residual bootstrap, Bonferroni over the dt), then the runs that learn there (score at least
-0.5), and the dt whose interval excludes 1. An option is more robust than the paper's DAU only where it does no worse
-at every step and better at some (compare.py's every-step verdict).
+(robustness.every_step: each dt's own runs resampled, their spread floored at the pooled within-dt spread,
+Bonferroni over the dt), then the runs that learn there (score at least 0.5) with their share's interval (exact
+binomial, Bonferroni), the dt whose mean's interval excludes 1, and the dt whose share that learns departs, with the
+p of the exact test that every dt has the same share (a dt departs only where that test finds a difference, p <
+0.05, and Fisher's test of its runs against the other dt's does at 0.05 / number of dt). A split can leave the mean
+where it was and move the share: the line says which of the two departs. An option is more robust than the paper's
+DAU only where it does no worse at every step and better at some (compare.py's every-step verdict, on the same
+intervals).
 
 Each run's score is the mean of its evaluations over the second half of its training time, on the environment's
 normalised scale (0: untrained, 1: the best mean of any algorithm and dt among the runs read); fine/coarse is the
@@ -39,7 +45,7 @@ import plot
 import robustness
 import tyro
 from archive import RefusedRuns
-from robustness import COARSE_SD, DEPARTURES, calibration, every_step_calibration
+from robustness import COARSE_SD, DEPARTURES, EQUAL_SHARES, NULLS, calibration, every_step_calibration
 
 
 @dataclass
@@ -59,7 +65,9 @@ class Options:
     seeds per dt, its runs redrawn with replacement from its own runs at each dt (200 grids): the seeds a departure
     of the size and spread seen needs"""
     calibrate: bool = False
-    """print the coverage and power of the interval on synthetic grids (200 each) at 5, 10 and 15 seeds, and exit"""
+    """print the coverage and power of the intervals on synthetic grids (200 each): fine/coarse and the slope at 5, 10
+    and 15 seeds; every step at 5 to 30 seeds on robustness.NULLS and DEPARTURES, beside the two intervals it
+    replaced at 10 and 15; and exit"""
 
 
 def calibration_table():
@@ -72,14 +80,44 @@ def calibration_table():
             spread = "bimodal (balance or stall)" if bimodal else f"normal, SD {COARSE_SD:g}"
             lines.append(f"| {seeds} | {spread} | {covered[0]:.3f} | {covered[1]:.3f} | {1 - missed[0]:.3f} | "
                          f"{1 - missed[1]:.3f} |")  # fmt: skip
-    lines += ["", "| seeds per dt | spread | invariant: every dt covers 1 | dt 0.002 at 0.57 of the others: below 1 | "
-              "half the runs stall at dt 0.01: below 1 |", "|---|---|---|---|---|"]  # fmt: skip
-    for seeds in (5, 10, 15, 20, 30):
-        for bimodal in (False, True):
-            spread = "bimodal (balance or stall)" if bimodal else f"normal, SD {COARSE_SD:g}"
-            shares = [every_step_calibration(seeds, bimodal, departure) for departure in (None, *DEPARTURES)]
-            lines.append(f"| {seeds} | {spread} | " + " | ".join(f"{share:.3f}" for share in shares) + " |")
-    return "\n".join(lines)
+    rows = [(seeds, "floored") for seeds in (5, 10, 15, 20, 30)]
+    rows += [(seeds, method) for method in ("pooled", "within") for seeds in (10, 15)]
+    names = {
+        "floored": "each dt's own, spread floored (every_step)",
+        "pooled": "all dt's deviations pooled (before)",
+        "within": "each dt's own alone",
+    }
+    coverage = [
+        "",
+        "Every step, invariant grids: the share of grids whose mean intervals all cover 1 (in brackets, where every "
+        "dt has the same share that learns: whose share departs nowhere)",
+        "",
+        "| seeds per dt | intervals | " + " | ".join(NULLS) + " |",
+        "|---" * (len(NULLS) + 2) + "|",
+    ]
+    power = [
+        "",
+        "Every step, one dt departs: the share of grids where it is found below, by the mean's interval (the dip); by "
+        "the mean / by the share that learns / by either (the split)",
+        "",
+        "| seeds per dt | intervals | dt 0.002 at 0.57 of the others, normal | the same, bimodal | half the runs "
+        "stall at dt 0.01, normal | the same, bimodal |",
+        "|---|---|---|---|---|---|",
+    ]
+    departures = [(departure, spread) for departure in DEPARTURES for spread in ("normal, SD 64", "bimodal, 22% stall")]
+    for seeds, method in rows:
+        cells = []
+        for spread in NULLS:
+            result = every_step_calibration(seeds, spread, method=method)
+            cells.append(f"{result.mean:.3f}" + (f" ({result.share:.3f})" if spread in EQUAL_SHARES else ""))
+        coverage.append(f"| {seeds} | {names[method]} | " + " | ".join(cells) + " |")
+        cells = []
+        for departure, spread in departures:
+            result = every_step_calibration(seeds, spread, departure, method=method)
+            both = f" / {result.share:.3f} / {result.either:.3f}" if departure == "split" else ""
+            cells.append(f"{result.mean:.3f}{both}")
+        power.append(f"| {seeds} | {names[method]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines + coverage + power)
 
 
 def seeds_for(by_dt, half_width):

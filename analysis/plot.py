@@ -131,20 +131,25 @@ def untrained_level(algorithms):
 
 
 def every_step_cells(result):
-    """Per dt "1.02 [0.85, 1.21], 14/15", and what departs: "dt 0.002 below" or "none"."""
+    """Per dt "1.02 [0.85, 1.21], 14/15 [0.62, 1.00]" (the mean score with its interval, the runs that learn with
+    their share's), what departs: "dt 0.002 below" or "none" ("—": no level), and where the share that learns
+    departs, with the test across dt: "dt 0.01 above (p 0.002)"."""
     cells = []
     for index, (learned, runs) in enumerate(result.learned):
         level = "—" if result.relative is None else f"{result.relative[index]:.2f}"
-        cells.append(f"{level}{bracket(result.intervals and result.intervals[index], '.2f')}, {learned}/{runs}")
+        share = bracket(result.shares[index] if result.shares else None, ".2f")
+        cells.append(f"{level}{bracket(result.intervals and result.intervals[index], '.2f')}, {learned}/{runs}{share}")
     departs = ", ".join(f"dt {dt:g} {side}" for dt, side in result.departures()) or "none"
-    return cells, departs if result.intervals else "—"
+    p = "p < 0.001" if result.share_p < 0.001 else f"p {result.share_p:.3f}"
+    shares = ", ".join(f"dt {dt:g} {side}" for dt, side in result.share_departures()) or "none"
+    return cells, departs if result.intervals else "—", f"{shares} ({p})"
 
 
 def every_step_line(env_id, algorithm, result):
     """The every-step line analysis/invariance.py prints below the invariance lines."""
-    cells, departs = every_step_cells(result)
+    cells, departs, shares = every_step_cells(result)
     steps = "; ".join(f"{dt:g}: {cell}" for dt, cell in zip(result.dts, cells, strict=True))
-    return f"every-step {env_id} {algorithm} {steps}; departs: {departs}; seeds {result.seeds}"
+    return f"every-step {env_id} {algorithm} {steps}; departs: {departs}; share departs: {shares}; seeds {result.seeds}"
 
 
 def mean_curve(curves):
@@ -253,15 +258,18 @@ def robustness_table(runs, selected=()):
                   "and 1 ([how to read these tables](benchmarks.md)).", ""]  # fmt: skip
         lines += [f"**Every step**: each dt's mean score over the mean of all its dt's [95% interval, simultaneous "
                   f"over the dt], and the runs that learn (score at least {LEARNS:g}: a return of "
-                  f"{untrained + LEARNS * (best - untrained):.1f} or more)", ""]  # fmt: skip
-        lines += ["| algorithm | " + " | ".join(f"dt {dt:g}" for dt in dts) + " | departs from 1 |"]
-        lines += ["|---" * (len(dts) + 2) + "|"]
+                  f"{untrained + LEARNS * (best - untrained):.1f} or more) [their share's 95% interval, simultaneous]",
+                  ""]  # fmt: skip
+        lines += ["| algorithm | " + " | ".join(f"dt {dt:g}" for dt in dts)
+                  + " | mean departs from 1 | share that learns departs (p across dt) |"]  # fmt: skip
+        lines += ["|---" * (len(dts) + 3) + "|"]
         for algorithm in sorted(algorithms, key=lambda name: (name != "DAU", name)):
             if shown(algorithm, selected):
                 result = every_step(normalised(returns[algorithm], untrained, best))
-                cells, departs = every_step_cells(result)
+                cells, departs, shares = every_step_cells(result)
                 by_dt = dict(zip(result.dts, cells, strict=True))
-                lines.append(f"| {algorithm} | " + " | ".join(by_dt.get(dt, "—") for dt in dts) + f" | {departs} |")
+                lines.append(f"| {algorithm} | " + " | ".join(by_dt.get(dt, "—") for dt in dts)
+                             + f" | {departs} | {shares} |")  # fmt: skip
         lines += [""]
         lines += [
             "Wall time (minutes): "

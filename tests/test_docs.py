@@ -207,14 +207,16 @@ def test_the_headline_spread_is_what_spread_draws_from_the_kept_runs(monkeypatch
 
 
 VERDICT = re.compile(
-    r"\*\*(.+)\*\*(?: \(.+\))?: fine / coarse (—|\S+ \[\S+, \S+\]), slope (\S+ \[\S+, \S+\]), departs: (.+)"
+    r"\*\*(.+)\*\*(?: \(.+\))?: fine / coarse (—|\S+ \[\S+, \S+\]), slope (\S+ \[\S+, \S+\]), departs: (.+); "
+    r"share that learns departs: (.+)"
 )
 
 
 def test_the_readme_headline_is_what_invariance_prints():
     """README's results at a glance: each row's numbers are analysis/invariance.py's for that env's folder (the
     12600-s CartPole grid kept apart), DAU's and the baseline's (unscaled): fine / coarse, the slope, the steps that
-    depart from the method's level (its every-step line) and the fewest seeds of any dt."""
+    depart from the method's level (its every-step line: by the mean, and by the share of runs that learn) and the
+    fewest seeds of any dt."""
     text = (ROOT / "README.md").read_text()
     rows = [line for line in text.splitlines() if re.match(r"\| \S+-v\d \((DDPG|DQN)\) \|", line)]
     assert len(rows) == 6
@@ -230,13 +232,13 @@ def test_the_readme_headline_is_what_invariance_prints():
             printed[label] = [ratio_text, f"{slope} {slope_low} {slope_high}", int(seeds)]
         for line in plot.invariance_lines(runs, robustness.every_step, plot.every_step_line):
             label = line.split()[2]
-            printed[label].append(line.split("; departs: ")[1].split("; seeds")[0])
+            printed[label] += line.split("; departs: ")[1].split("; seeds")[0].split("; share departs: ")
         dau, other = printed["DAU"], printed[f"{baseline}-unscaled"]
         seeds = str(dau[2]) if dau[2] == other[2] else f"{dau[2]} / {other[2]}"
         assert cells[3] == seeds, row
         for cell, numbers in ((cells[4], dau), (cells[5], other)):
-            _, ratio, slope, departs = VERDICT.fullmatch(cell).groups()
-            assert [ratio, slope, departs] == [numbers[0], numbers[1], numbers[3]], cell
+            _, ratio, slope, departs, shares = VERDICT.fullmatch(cell).groups()
+            assert [ratio, slope, departs, shares] == [numbers[0], numbers[1], *numbers[3:]], cell
 
 
 def test_the_benchmarks_name_the_machines_the_headline_runs_record():
