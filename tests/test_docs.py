@@ -233,12 +233,33 @@ def test_the_readme_headline_is_what_invariance_prints():
         for line in plot.invariance_lines(runs, robustness.every_step, plot.every_step_line):
             label = line.split()[2]
             printed[label] += line.split("; departs: ")[1].split("; seeds")[0].split("; share departs: ")
+            printed[label].append(line)
         dau, other = printed["DAU"], printed[f"{baseline}-unscaled"]
         seeds = str(dau[2]) if dau[2] == other[2] else f"{dau[2]} / {other[2]}"
         assert cells[3] == seeds, row
         for cell, numbers in ((cells[4], dau), (cells[5], other)):
             _, ratio, slope, departs, shares = VERDICT.fullmatch(cell).groups()
-            assert [ratio, slope, departs, shares] == [numbers[0], numbers[1], *numbers[3:]], cell
+            assert [ratio, slope, departs, shares] == [numbers[0], numbers[1], *numbers[3:5]], cell
+            assert cell.startswith(verdict_words(ratio, numbers[-1])), cell
+
+
+def verdict_words(ratio, every_step_line):
+    """The README's verdict for a fine / coarse cell ("0.59 [0.47, 0.73]") and the every-step line: the bound the
+    intervals support. Below 1: "27% to 53% lower at the finest steps"; above: "... higher"; across 1: undecided with
+    both bounds, or, where every step's interval lies within 10% of the level, "within 9% of one level at every step".
+    No ratio (nothing learned at the coarse end): any words."""
+    if ratio == "—":
+        return "**"
+    low, high = (float(value) for value in re.fullmatch(r"\S+ \[(\S+), (\S+)\]", ratio).groups())
+    if high < 1:
+        return f"**{round(100 * (1 - high))}% to {round(100 * (1 - low))}% lower at the finest steps**"
+    if low > 1:
+        return f"**{round(100 * (low - 1))}% to {round(100 * (high - 1))}% higher at the finest steps**"
+    steps = [(float(a), float(b)) for a, b in re.findall(r"\d: \S+ \[(\S+), (\S+)\], \d+/\d+", every_step_line)]
+    spread = max(max(1 - a, b - 1) for a, b in steps) if steps else 1.0
+    if spread <= 0.1:
+        return f"**within {round(100 * spread)}% of one level at every step**"
+    return f"**undecided** ({round(100 * (1 - low))}% lower to {round(100 * (high - 1))}% higher at the finest steps)"
 
 
 def test_the_benchmarks_name_the_machines_the_headline_runs_record():
