@@ -12,6 +12,10 @@
 #                                           the background and then at once, back to back (each one's wall time, the
 #                                           same evals.csv; 238.5 s on the H200 before); needs only
 #                                           `bash tests/gpu_wheels.sh python runs` (the repository grew)
+#   run: bash tests/gpu_check.sh grid       issue 73: the headline command cut to 6000 s as 1, 2, 4 and 8 runs at once
+#                                           through run_local.py, the cores split among them: runs per hour at each
+#                                           count (tests/gpu_grid.sh; COUNTS="1 2" then COUNTS="4 8" to keep each call
+#                                           under the 10-minute limit)
 #   run: bash tests/gpu_check.sh suite      the GPU's name and the test suite on CUDA alone (about 4 minutes on the H200),
 #                                           each test's outcome listed in $OUT/suite.txt, tests/test_gpu.py's here
 set -uo pipefail
@@ -20,6 +24,7 @@ export PYTHONPATH=/tmp/site MUJOCO_GL=disable PYTHONUNBUFFERED=1  # W&B stays as
 out=${OUT:-/tmp/gpu_check}
 mkdir -p "$out"
 repo=$PWD
+if [ "${1:-}" = grid ]; then OUT=$out bash tests/gpu_grid.sh; exit; fi
 runs_at=$(mktemp -d)  # this call's runs alone (a warm machine keeps the last call's runs/), copied to $OUT at the end
 # The card's command, in $runs_at, stopped by Ctrl-C (at once, its evaluations so far kept) after $limit seconds.
 card() { (cd "$runs_at" && timeout -s INT "${limit:-580}" python3 "$repo/dau_continuous.py" --env-id HalfCheetah-v4 \
