@@ -71,7 +71,12 @@ def test_every_kept_run_is_found_by_the_command_that_made_it(files, overrides, r
 
 # The kept grids of the research variants, and their first diagnostics rows that HEAD must write again.
 VARIANT_GRIDS = [grid for grid in KEPT_GRIDS if any("research" in name or "horizon" in name for name in grid[0])]
-REPRODUCED_TIME = 30  # physical seconds: three rounds at dt 0.005, long before the replay ring could wrap
+
+
+# Physical seconds HEAD's run plays: its first two diagnostics rows (one every --eval-every / 10) and a round more,
+# long before the replay ring could wrap.
+def reproduced_time(eval_every):
+    return 2 * eval_every / 10 + 30
 
 
 @pytest.mark.slow
@@ -79,9 +84,10 @@ REPRODUCED_TIME = 30  # physical seconds: three rounds at dt 0.005, long before 
 def test_head_writes_a_kept_variant_runs_rows_on_the_machine_that_made_it(files, overrides, results, tmp_path):
     """The kept runs of the research variants were made by scripts since merged (dau_discrete_research.py) or by
     earlier commits: HEAD's script, started by the sweep file's agent command at one point of the grid (the finest
-    dt up to 0.005 and the first seed), writes the kept run's diagnostics.csv rows and evaluations over its first
-    REPRODUCED_TIME physical seconds, bit for bit as printed. Only on a CPU of the kept run's model with its one
-    torch thread: another CPU takes another code path in MKL, and other numbers (docs/log.md, 2026-11-28)."""
+    dt up to 0.005 and the first seed), writes the kept run's diagnostics.csv rows (its first two at least) and
+    evaluations over its first reproduced_time physical seconds, bit for bit as printed; the shorter run's last row
+    of each file, written as it ends, is not one of the kept run's. Only on a CPU of the kept run's model with its
+    one torch thread: another CPU takes another code path in MKL, and other numbers (docs/log.md, 2026-11-28)."""
     from harness.run_info import machine_info
 
     sweep = run_local.load_sweep(ROOT / "sweeps" / "paper" / f"{files[0]}.yaml", overrides)
@@ -92,17 +98,23 @@ def test_head_writes_a_kept_variant_runs_rows_on_the_machine_that_made_it(files,
     if kept["machine"]["cpu"] != machine_info(torch.device("cpu"))["cpu"] or kept["machine"]["torch_threads"] != 1:
         pytest.skip(f"{path.parent.name} was made on {kept['machine']['cpu']}, with one torch thread")
     sweep_here = sweep | {"program": str(ROOT / sweep["program"])}  # started from a folder of its own
-    command = run_local.agent_command(sweep_here, point | {"total_time": REPRODUCED_TIME})
+    played = reproduced_time(run_local.run_args(sweep, point)["eval_every"])
+    command = run_local.agent_command(sweep_here, point | {"total_time": played})
     env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     subprocess.run(command, cwd=tmp_path, env=env, check=True, capture_output=True, timeout=300)
     (run_dir,) = (tmp_path / "runs").glob("*__*")
     for name in ("diagnostics.csv", "evals.csv"):
-        rows = [[row for row in read_csv(folder / name) if float(row["physical_time"]) <= REPRODUCED_TIME]
+        rows = [[row for row in read_csv(folder / name) if float(row["physical_time"]) <= played]
                 for folder in (run_dir, path.parent)]  # fmt: skip
         for row in (*rows[0], *rows[1]):
             row.pop("wall_time", None)
-        if name == "evals.csv":  # the shorter run's last evaluation, at its end, is not one of the kept run's
-            rows[0] = [row for row in rows[0] if row["physical_time"] in {row["physical_time"] for row in rows[1]}]
+        # The shorter run's last row of each file, at its end, is not one of the kept run's; every other row is, and
+        # every kept row up to there is one of the shorter run's.
+        if rows[0] and rows[0][-1]["physical_time"] not in {row["physical_time"] for row in rows[1]}:
+            rows[0].pop()
+        rows[1] = [
+            row for row in rows[1] if rows[0] and float(row["physical_time"]) <= float(rows[0][-1]["physical_time"])
+        ]
         assert rows[0] == rows[1] and len(rows[0]) >= (2 if name == "diagnostics.csv" else 1), name
 
 
