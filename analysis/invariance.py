@@ -64,6 +64,8 @@ class Options:
     """also print, per env and label, how often the every-step interval of its worst dt would lie below 1 at these
     seeds per dt, its runs redrawn with replacement from its own runs at each dt (200 grids): the seeds a departure
     of the size and spread seen needs"""
+    seeds: tuple[int, ...] = ()
+    """only the runs of these seeds (two grids read at the same seeds); empty: all"""
     calibrate: bool = False
     """print the coverage and power of the intervals on synthetic grids (200 each): fine/coarse and the slope at 5, 10
     and 15 seeds; every step at 5 to 30 seeds on robustness.NULLS and DEPARTURES, beside the two intervals it
@@ -172,7 +174,7 @@ def main(options):
     missing = [str(folder) for folder in options.runs if not folder.is_dir()]
     if missing:
         sys.exit(f"error: --runs {' '.join(missing)}: not a folder")
-    runs = plot.load_runs(options.runs, options.env_ids)
+    runs = plot.load_runs(options.runs, options.env_ids, options.seeds)
     if options.dts:
         runs = at_steps(runs, options.dts)
     if not runs:

@@ -241,6 +241,17 @@ def test_dts_reads_only_the_runs_at_those_steps(capsys):
         invariance.main(invariance.Options(runs=options.runs, dts=(0.003,)))
 
 
+def test_seeds_reads_only_the_runs_of_those_seeds(capsys):
+    """--seeds: two grids read at the same seeds (the authors' five beside ours' fifteen), each line the statistic of
+    those seeds' runs alone."""
+    grid = ROOT / "docs" / "results" / "pendulum_horizon_grid"
+    invariance.main(invariance.Options(runs=(grid,), seeds=(1, 2, 3)))
+    printed = capsys.readouterr().out.splitlines()
+    runs = plot.load_runs(grid, seeds=(1, 2, 3))
+    every = functools.partial(plot.invariance_lines, statistic=robustness.every_step, line=plot.every_step_line)
+    assert printed == plot.invariance_lines(runs) + every(runs) and all(line.endswith("seeds 3") for line in printed)
+
+
 def test_compares_every_step_verdict_floors_each_methods_spread_as_every_step_does():
     """compare.step_verdict's intervals are every_step's: a step where both methods' ten runs happen to agree (0.10
     apart, each within 0.02), beside a step where they spread over 0.9, is not resolved by its narrow own spread;
