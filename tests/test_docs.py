@@ -129,6 +129,7 @@ COMPARISONS = {
         "labels": ("`--learning-rate-reference-dt 0.01`",),
     },
     "horizon": {"variants": (RESULTS / "cartpole_horizon_grid",), "labels": ("`--value-horizon 0.05`",)},
+    "authors": {"variants": (RESULTS / "authors_cartpole",), "labels": ("authors' code",)},
     "pendulum_horizon": {
         "variants": (RESULTS / "pendulum_horizon_grid",),
         "labels": ("`--value-horizon 0.05`",),
