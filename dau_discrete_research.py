@@ -16,6 +16,8 @@ page gives its verdict under the rule of docs/benchmarks.md (no worse than the p
   as DQN clips its TD error) and --value-horizon H (V's target over round(H / dt) steps of its env, cut at an
   episode's end or a noise-changed action, as Watkins' Q(lambda); a row's flag is set when it is written, so its
   fixed point is the value of the greedy actions of the policies that wrote the memory, not of today's).
+- The replay memory (docs/research/authors_code.md): --buffer-transitions N, a ring of N transitions at every dt (the
+  paper's appendix and the authors' code: 1000000), in place of --buffer-time's physical seconds.
 
     python dau_discrete_research.py --dt 0.0005 --value-horizon 0.01
     python dau_discrete_research.py --dt 0.002 --exploration ou-scaled --terminal-rows 64
@@ -72,6 +74,9 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     buffer_time: float | None = None
     """replay memory in physical seconds of interaction, summed over all training envs (like --total-time), so
     the same at every dt; None: the env's default (table above)"""
+    buffer_transitions: int | None = None
+    """N: a replay memory of N transitions at every dt, in place of --buffer-time (beyond the physical-time rule: the
+    appendix's cyclic buffer and the authors' code, N = 1000000, hold N dt seconds); None: --buffer-time"""
     gamma: float = 0.8
     """discount per physical second; a step is discounted by gamma**dt"""
     learning_rate: float = 0.1
@@ -119,6 +124,11 @@ def check_args(args):
         raise ValueError(f"--epsilon must be in [0, 1], got {args.epsilon}")
     options_on = ("value_horizon", "advantage_rate_clip", "value_learning_rate", "learning_rate_reference_dt")
     require_positive(args, *[name for name in options_on if getattr(args, name) is not None])
+    if args.buffer_transitions is not None and args.buffer_transitions < max(args.batch_size, args.num_envs):
+        raise ValueError(
+            f"--buffer-transitions must hold a batch and a step of every env (at least "
+            f"{max(args.batch_size, args.num_envs)}), got {args.buffer_transitions}"
+        )
     if args.terminal_rows < 0 or not 0 <= args.weight_decay < math.inf:
         raise ValueError(
             f"--terminal-rows and --weight-decay must be >= 0, got {args.terminal_rows}, {args.weight_decay}"
@@ -455,8 +465,11 @@ if __name__ == "__main__":
         capturable=device.type == "cuda",  # its step counts on the GPU, as a CUDA graph needs; the same arithmetic
     )  # fmt: skip
     envs = make_vector_env(args, dt, args.num_envs, args.seed, args.env_workers)  # --env-workers: in K processes
-    # run.replay_rows: --buffer-time in transitions at this dt, at most what the run collects
-    buffer = ReplayBuffer(run.replay_rows, obs_dim, device, args.num_envs if args.value_horizon else None)
+    # run.replay_rows: --buffer-time in transitions at this dt, at most what the run collects (run.collected_rows)
+    replay_rows = run.replay_rows
+    if args.buffer_transitions is not None:  # a ring of N transitions, N dt seconds, at every dt
+        replay_rows = min(args.buffer_transitions, run.collected_rows)
+    buffer = ReplayBuffer(replay_rows, obs_dim, device, args.num_envs if args.value_horizon else None)
     value_horizon_steps = max(1, round(args.value_horizon / dt)) if args.value_horizon else 1  # its n, >= 1
     noise = OUNoise((args.num_envs, num_actions), args.ou_kappa, args.ou_sigma, dt, device)
     spread = RunningSpread(args.ou_kappa, dt, device)  # --exploration ou-scaled's measure of A's scale

@@ -195,7 +195,12 @@ def buffer_rows(args, dt):
     """Replay capacity in transitions: --buffer-time physical seconds at this dt (the paper's Discussion: a
     buffer of a fixed number of transitions covers less physical time as dt shrinks), and never more than
     the run collects."""
-    return min(round(args.buffer_time / dt), whole_rounds(args, dt) * args.num_envs * args.steps_per_round)
+    return min(round(args.buffer_time / dt), collected_rows(args, dt))
+
+
+def collected_rows(args, dt):
+    """Transitions the run collects: every env's steps over its whole rounds."""
+    return whole_rounds(args, dt) * args.num_envs * args.steps_per_round
 
 
 def check_memory(args, dt, row_floats, device):

@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from harness.args import buffer_rows, parse_args, settle_args
+from harness.args import buffer_rows, collected_rows, parse_args, settle_args
 from harness.checkpoint import load_model, restore_model
 from harness.clock import Preemption
 from harness.envs import make_vector_env
@@ -26,6 +26,7 @@ from harness.logs import finish_wandb, start_wandb
 from harness.loop import Loop
 from harness.run_info import code_history
 from harness.settings import settings_help
+from harness.threads import choose_threads
 from harness.videos import EvaluationVideos
 
 
@@ -51,6 +52,10 @@ class Run:
             self.probe, self.dt = settle_args(args, self.model, action_space, check_args, self.device)
         except (ValueError, gym.error.Error) as error:
             sys.exit(f"error: {error}")
+        # One thread per core that other processes leave idle (harness/threads.py), unless OMP_NUM_THREADS is set
+        threads_note = choose_threads(self.resumed is not None, self.resumed and self.resumed.torch_threads)
+        if threads_note:
+            print(threads_note, flush=True)
         # From here on SIGTERM stops the run at its next whole state, with a checkpoint (--eval-model: at once). Set
         # before the run folder is made: a SIGTERM that came between the two left a folder holding only running.lock.
         self.preemption = None if args.eval_model else Preemption()
@@ -58,6 +63,7 @@ class Run:
         seed_everything(args.seed, self.device)
         self.eval_envs = make_vector_env(args, self.dt, args.num_eval_envs, args.seed + args.num_envs)
         self.replay_rows = buffer_rows(args, self.dt)
+        self.collected_rows = collected_rows(args, self.dt)  # every transition the run collects
 
     def _open_run_dir(self):
         """runs/<run_name>, held by this process (a new run's made now: one started in the same second gets a name of
