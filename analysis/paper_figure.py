@@ -236,9 +236,10 @@ def tick_marks(rgb, box, axis):
     white line, before the labels."""
     gray = rgb.mean(-1)
     if axis == "x":
-        strip, origin = gray[box.bottom + 1 : box.bottom + 13, box.left - 3 : box.right + 4], box.left - 3
+        origin = max(box.left - 3, 0)
+        strip = gray[box.bottom + 1 : box.bottom + 13, origin : box.right + 4]
     else:
-        strip, origin = gray[box.top - 1 : box.bottom + 1, box.left - 12 : box.left][:, ::-1].T, box.top - 1
+        strip, origin = gray[box.top - 1 : box.bottom + 1, max(box.left - 12, 0) : box.left][:, ::-1].T, box.top - 1
     darkness = 255 - strip
     lines = []
     for index, line in enumerate(darkness):
@@ -271,7 +272,7 @@ def grid_lines(rgb, box, axis):
 
 def calibrate(rgb, box, axis, values):
     """The Axis through the tick marks of `axis` and the values of their labels (increasing: left to right for x,
-    bottom to top for y); the grid lines' largest distance from their nearest tick, as a check."""
+    bottom to top for y); as a check, the ticks with a grid line within 2 pixels, and the farthest of those."""
     ticks = tick_marks(rgb, box, axis)
     if len(ticks) != len(values):
         raise ValueError(
@@ -308,10 +309,6 @@ def colour_bars(rgb, min_length=60, min_rows=3):
             continue
         rows = [*rows, rows[-1] + 1]
         colours = rgb[rows, first : last + 1].mean(0)
-
-        def covered(outside, inside):
-            return float(np.clip(np.mean((255 - outside) / np.maximum(255 - inside, 1)), 0, 1))
-
         middle = rows[len(rows) // 2]
         start = first - 0.5 - covered(rgb[middle, first - 1], rgb[middle, first])
         end = last + 0.5 + covered(rgb[middle, last + 1], rgb[middle, last])
@@ -322,6 +319,11 @@ def colour_bars(rgb, min_length=60, min_rows=3):
     if set(bars) != {"red", "blue"}:
         raise ValueError(f"colour bars found: {sorted(bars) or 'none'}; a red and a blue one expected")
     return bars
+
+
+def covered(outside, inside):
+    """The share of the pixel `outside` a bar's edge covers, its colour `inside`'s over white."""
+    return float(np.clip(np.mean((255 - outside) / np.maximum(255 - inside, 1)), 0, 1))
 
 
 def line_fits(rgb, box, colours):
