@@ -40,14 +40,15 @@ Precision. The axes (Cartpole): 4.00 returns and 0.0171 h a pixel; the tick fits
 and the grid lines seen (at 6 of 7 and 6 of 8 ticks) sit within 0.3 pixel of them. A line's pixel is its centre to
 +-0.5 pixel (+-2 returns). On a synthetic figure in this style (tests/test_paper_figure.py) the reader finds each
 curve within 1.5 pixels. In the paper's panel the spread is the curves': within +-0.05 h a coarsest curve's pixels
-span 30 to 150 returns (the range in each cell), as its smoothed mean wiggles. The coarsest curves are drawn last
-(the authors' code draws in order of dt), on top of the others: their pixels fit their colour far better than any
-other curve's (none contested) and their median moves by at most 18 returns over tolerances 8 to 18. The finest are
-drawn first, under every other curve's band (alpha 0.2 each, up to nine): their colour is washed towards the bands',
-the palest (dt 0.0005) close to the bands' own, so some band pixels pass for them and some of their pixels go to a
+span 30 to 150 returns (the range in each cell), as its smoothed mean wiggles, and with --window 0.03 or 0.08 the
+medians move by up to 40 returns (56 over a coarsest curve's last 0.1 h). The coarsest curves are drawn last (the
+authors' code draws in order of dt), on top of the others: their pixels fit their colour far better than any other
+curve's (none contested) and their median moves by at most 18 returns over tolerances 8 to 18. The finest are drawn
+first, under every other curve's band (alpha 0.2 each, up to nine): their colour is washed towards the bands', the
+palest (dt 0.0005) close to the bands' own, so some band pixels pass for them and some of their pixels go to a
 neighbouring dt. Their ranges are wider (up to 240 returns), up to half their pixels are contested (another curve
 fits within 1.5 times as well; the second table), and their median moves by up to 42 returns with the tolerance:
-read them as a level to about +-50 returns, not as a curve.
+read them as a level to about +-50 returns, not as a curve (every cell to about +-40).
 """
 
 import sys
