@@ -136,8 +136,12 @@ class Run:
         return self
 
     def __exit__(self, error_type, error, traceback):
-        """The end of the run, however the loop ended (Loop.end)."""
-        return self.loop.end(error_type, error)
+        """The end of the run, however the loop ended (Loop.end); after a Ctrl-C, once the rest is written, an error of
+        the evaluation in flight ends the process with status 1."""
+        handled = self.loop.end(error_type, error)
+        if handled:
+            self.loop.evaluations.exit_if_failed(self.run_dir)
+        return handled
 
 
 def seed_everything(seed, device):

@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,6 +39,7 @@ from helpers import (
 )
 
 import dau_discrete
+import harness.evaluations
 import harness.files
 from dt_wrappers import PhysicalTime, make_env
 from harness.args import buffer_rows, set_round_seconds
@@ -412,6 +414,95 @@ def test_an_error_in_the_evaluation_thread_ends_the_run_with_it(tmp_path):
     assert json.loads(run_json.read_text())["completed"] is False
 
 
+# The run with its third evaluation, in the evaluation thread, failing once the file `fail` is there (60 s at most).
+FAILING_LATE = """
+import os, runpy, sys, threading, time
+sys.path.insert(0, {root!r})
+began = []
+
+
+def profile(frame, event, arg):
+    if frame.f_code.co_filename == {script!r} and frame.f_code.co_name == "evaluate" and event == "call":
+        began.append(None)
+        with open("began.txt", "a") as file:
+            file.write("began\\n")
+        if len(began) == 3:
+            deadline = time.time() + 60
+            while not os.path.exists("fail") and time.time() < deadline:
+                time.sleep(0.01)
+            raise RuntimeError("the third evaluation failed")
+
+
+sys.argv[0] = {script!r}
+threading.setprofile(profile)
+runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
+def test_an_evaluation_that_fails_after_a_ctrl_c_ends_the_run_with_its_error(tmp_path):
+    """Ctrl-C while the third evaluation plays in the background, which then fails: the run keeps what an interrupted
+    run keeps (the rows before it, run.json with stopped_by "Ctrl-C"), and then ends with the evaluation's error, its
+    traceback on stderr and exit status 1. The error vanished: the run exited 0 with an empty stderr (issue 78, D5)."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(FAILING_LATE.format(root=str(ROOT), script=str(ROOT / "dau_continuous.py")))
+    process = ScriptProcess(str(probe), *BACKGROUND_RUN, "--eval-in-background", "True", cwd=tmp_path, ctrl_c=True)
+    began, stdout = tmp_path / "began.txt", Path(process.files[0])
+    assert wait_for(lambda: began.exists() and len(began.read_text().splitlines()) >= 3, process)
+    process.send_signal(signal.SIGINT)
+    assert wait_for(lambda: "waiting for the evaluation in flight" in stdout.read_text(), process)
+    (tmp_path / "fail").touch()
+    returncode, out, err = process.communicate(timeout=60)
+    assert returncode == 1 and "interrupted: keeping what was logged" in out, out + err
+    assert "the evaluation in flight failed" in err and "RuntimeError: the third evaluation failed" in err, err
+    assert [row["physical_time"] for row in read_evals(tmp_path)] == ["0.000000", "1.200000"]
+    (run_json,) = tmp_path.glob("runs/*/run.json")
+    run = json.loads(run_json.read_text())
+    assert run["stopped_by"] == "Ctrl-C" and not run["completed"] and run["updates"] > 0
+
+
+# THIRD_EVALUATION (its third evaluation busy for 60 s) with an error in training once that evaluation has begun.
+TRAINING_ERROR = THIRD_EVALUATION.replace(
+    "sys.argv[0] =",
+    """import harness.loop
+end_round = harness.loop.Loop.end_round
+
+
+def end_round_or_fail(self, **kwargs):
+    if len(began) >= 3:
+        raise RuntimeError("an error in training")
+    end_round(self, **kwargs)
+
+
+harness.loop.Loop.end_round = end_round_or_fail
+sys.argv[0] =""",
+)
+
+
+@pytest.mark.slow
+def test_after_an_error_in_training_a_sigterm_ends_the_wait_for_the_evaluation_in_flight(tmp_path):
+    """An error in training while an evaluation plays in the background (kept busy for 60 s): the run's end waits for
+    it, saying so and for how long at most, and a SIGTERM then ends the wait, the evaluation dropped and the error
+    raised as it is. The wait had no limit and a SIGTERM only set a flag: a sweep's deadline could not stop the run
+    (issue 78, D7). A fresh interpreter, which exits as `python script.py` does."""
+    probe, outputs = tmp_path / "probe.py", [tmp_path / "stdout.txt", tmp_path / "stderr.txt"]
+    probe.write_text(TRAINING_ERROR.format(root=str(ROOT), script=str(ROOT / "dau_continuous.py"), busy=60))
+    with open(outputs[0], "w") as stdout, open(outputs[1], "w") as stderr:
+        process = subprocess.Popen([sys.executable, str(probe), *BACKGROUND_RUN, "--eval-in-background", "True"],
+                                   cwd=tmp_path, stdout=stdout, stderr=stderr)  # fmt: skip
+    try:
+        waiting = "waiting for the evaluation in flight, 60 s at most"
+        assert wait_for(lambda: waiting in outputs[0].read_text(), process, timeout=40), outputs[1].read_text()
+        sent = time.time()
+        process.send_signal(signal.SIGTERM)
+        returncode = process.wait(timeout=30)
+    finally:
+        process.kill()
+    stdout, stderr = (path.read_text() for path in outputs)
+    assert returncode == 1 and time.time() - sent < 20 and "RuntimeError: an error in training" in stderr, stderr
+    assert "SIGTERM: the evaluation in flight is dropped" in stdout
+    assert [row["physical_time"] for row in read_evals(tmp_path)] == ["0.000000", "1.200000"]
+
+
 def test_evaluations_play_in_the_background_by_default_on_a_gpu_only():
     """--eval-in-background left out (None, the scripts' default) is on for a GPU run and off on the CPU; given, it
     is what it says on either."""
@@ -459,6 +550,41 @@ def test_training_waits_for_one_evaluation_at_most_and_counts_its_wait():
     evaluations = Evaluations(evaluate, logs, background=False)
     evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
     assert logs.rows == [2.0] and logs.eval_wait_seconds >= logs.eval_seconds >= 0.2
+
+
+def test_after_an_error_the_end_waits_for_the_evaluation_in_flight_for_a_bounded_time(monkeypatch):
+    """After an error in training, Evaluations.finish waits for the evaluation in flight (here one that never ends by
+    itself) at most ERROR_WAIT_SECONDS (1 s here; twice the run's longest evaluation if that is longer), then drops
+    it, stopped in its thread, and says so; a SIGTERM that comes while it waits ends the wait at once. It waited
+    without limit (issue 78, D7)."""
+    monkeypatch.setattr(harness.evaluations, "ERROR_WAIT_SECONDS", 1.0)
+    clock, printed, release = SimpleNamespace(physical_time=0.0, env_steps=0, updates=0), [], threading.Event()
+
+    def stuck(policy):  # in Python's code, so that the thread's interrupt stops it; 10 s at most
+        began = time.time()
+        while not release.is_set() and time.time() < began + 10:
+            time.sleep(0.01)
+        return 0.0
+
+    logs = CountingLogs()
+    logs.console = SimpleNamespace(print=printed.append)
+    evaluations = Evaluations(stuck, logs, background=True)
+    evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
+    began = time.time()
+    evaluations.finish(time.time(), RuntimeError)
+    assert 0.9 < time.time() - began < 5 and logs.rows == [] and evaluations.in_flight is None, printed
+    assert printed[-1] == "the evaluation in flight has not ended 1 s after the error: dropped", printed
+    monkeypatch.setattr(harness.evaluations, "ERROR_WAIT_SECONDS", 30.0)
+    preemption = SimpleNamespace(signals=1)  # one SIGTERM before the error: not one during the wait
+    evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
+    threading.Timer(0.5, lambda: setattr(preemption, "signals", 2)).start()
+    began = time.time()
+    evaluations.finish(time.time(), RuntimeError, preemption)
+    assert 0.4 < time.time() - began < 5 and printed[-1] == "SIGTERM: the evaluation in flight is dropped", printed
+    release.set()  # and one that ends in time is logged
+    evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
+    evaluations.finish(time.time(), RuntimeError, preemption)
+    assert logs.rows == [0.0] and printed[-1].startswith("waiting for the evaluation in flight, 30 s at most")
 
 
 def test_an_evaluation_copies_the_policy_alone():
