@@ -5,6 +5,7 @@ checkpoints, the parts' sizes, and the defects each fixed with a test that faile
 import ast
 import contextlib
 import errno
+import importlib.util
 import json
 import math
 import os
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import gymnasium as gym
 import mujoco
 import numpy as np
 import psutil
@@ -120,6 +122,91 @@ def test_run_json_is_replaced_whole_or_not_at_all(tmp_path):
     assert json.loads(path.read_text()) == {"completed": False}
     save_json({"completed": True, "updates": 50}, str(path))
     assert json.loads(path.read_text()) == {"completed": True, "updates": 50}
+
+
+def test_a_run_folder_holds_running_lock_while_the_run_goes_on_and_not_after(tmp_path):
+    """running.lock, with the pid, while the run goes on; removed as the process exits, however the run ended (here
+    stopped by SIGTERM), so that a finished run's folder holds its results alone, as a CleanRL or SB3 user expects
+    (issue 78: it stayed)."""
+    args = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "400"]
+    process = ScriptProcess("dqn_baseline.py", *args, cwd=tmp_path)
+    assert wait_for(lambda: bool(locks := list(tmp_path.glob("runs/*/running.lock"))) and locks[0].read_text(),
+                    process)  # fmt: skip
+    (lock,) = tmp_path.glob("runs/*/running.lock")
+    assert lock.read_text() == str(process.pid)
+    process.send_signal(signal.SIGTERM)
+    returncode, stdout, stderr = process.communicate(timeout=120)
+    assert returncode == 0 and "stopped by SIGTERM" in stdout, stderr
+    assert sorted(path.name for path in lock.parent.iterdir()) == ["checkpoint.pt", "diagnostics.csv", "evals.csv",
+                                                                    "run.json"]  # fmt: skip
+
+
+def test_a_process_that_opened_running_lock_as_its_holder_removed_it_holds_a_new_one(tmp_path, monkeypatch):
+    """release_run_dir removes running.lock while it still holds it: a process that opened the file before that and
+    gets its lock after finds the file gone and takes a new one, so that no two processes both hold the folder."""
+    from harness.files import release_run_dir
+
+    first, released, flock = claim_run_dir(str(tmp_path)), [], harness.files.fcntl.flock
+
+    def released_meanwhile(file, operation):  # the holder exits between this process's open and its lock
+        if file is not first and not released:
+            released.append(release_run_dir(str(tmp_path), first))
+        return flock(file, operation)
+
+    monkeypatch.setattr(harness.files.fcntl, "flock", released_meanwhile)
+    second = claim_run_dir(str(tmp_path))
+    assert released and first.closed and os.path.samestat(os.fstat(second.fileno()), os.stat(tmp_path / "running.lock"))
+    with pytest.raises(ValueError, match=f"in use by another process \\(pid {os.getpid()}\\)"):
+        claim_run_dir(str(tmp_path))
+    release_run_dir(str(tmp_path), second)
+    assert not (tmp_path / "running.lock").exists() and second.closed
+
+
+# Each script's flags among the per-environment table's last two columns (its first four every script has).
+OWN_COLUMNS = {"dau_continuous.py": ["policy-lr"], "ddpg_baseline.py": ["policy-lr", "tau"], "dau_discrete.py": [],
+               "dqn_baseline.py": ["tau"], "dau_discrete_research.py": [],
+               "dau_continuous_horizon.py": ["policy-lr"]}  # fmt: skip
+
+
+def script_module(script, monkeypatch):
+    """The script imported as a module, in sys.modules while the test runs (tyro reads its Args' source there)."""
+    spec = importlib.util.spec_from_file_location(Path(script).stem, ROOT / script)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("script", OWN_COLUMNS)
+def test_the_help_shows_the_per_environment_defaults_of_the_scripts_own_flags(script, monkeypatch, capsys):
+    """--help's table of per-environment defaults has a column for each flag the script has and none other: the
+    discrete scripts have no --policy-learning-rate, DAU has no --tau (no target network); both were shown."""
+    module = script_module(script, monkeypatch)
+    monkeypatch.setattr(sys, "argv", [script, "--help"])
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as exited:
+        module.Run(module.Args, description=module.__doc__, script_file=module.__file__, action_space=gym.spaces.Space,
+                   check_args=module.check_args)  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    title = "Per-environment defaults of the arguments left at None (harness/settings.py; seconds):"
+    header = lines[lines.index(title) + 1]
+    assert exited.value.code == 0 and header.split() == ["env", "total-time", "eval-every", "buffer-time", "normalize",
+                                                         *OWN_COLUMNS[script]]  # fmt: skip
+
+
+@pytest.mark.parametrize("script", OWN_COLUMNS)
+def test_a_flags_help_breaks_a_line_only_between_clauses(script):
+    """tyro keeps each line break of a flag's docstring in --help (the next line begins with its indentation), so a
+    docstring that ran on mid-sentence printed a line cut there, at any terminal width (--eval-in-background: "None:
+    on a GPU run," then "off on the CPU"). Each line of every flag's docstring, the shared flags' (harness/args.py)
+    and the script's, but the last ends a clause."""
+    for path, name in ((ROOT / "harness" / "args.py", "RunArgs"), (ROOT / script, "Args")):
+        (args_class,) = [node for node in ast.walk(ast.parse(path.read_text()))
+                         if isinstance(node, ast.ClassDef) and node.name == name]  # fmt: skip
+        for field, doc in zip(args_class.body, args_class.body[1:], strict=False):
+            if isinstance(field, ast.AnnAssign) and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant):
+                lines = doc.value.value.splitlines()
+                assert all(line.rstrip().endswith((";", ".", ":")) for line in lines[:-1]), (path.name, lines)
 
 
 # --- The parts alone: the per-environment settings, videos, an env's state ---
