@@ -1,6 +1,6 @@
 """Deep Advantage Updating (DAU) for discrete actions, Tallec, Blier & Ollivier, ICML 2019.
 
-Implements the paper's Alg. "Deep Advantage Updating (Discrete actions)": a value V(s)
+Implements the paper's Alg. 1 (DAU for discrete actions): a value V(s)
 and an advantage A(s, a) = Abar(s, a) - max_a' Abar(s, a') with Q = V + dt * A; the
 policy is argmax_a A(s, a). Discount, reward, learning rates, RMSprop and exploration
 are all scaled with the time step dt, so one set of arguments works at any dt.
@@ -142,7 +142,7 @@ class Advantage(nn.Module):
 
 
 class OUNoise:
-    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (eq. orn_uhl), one per env,
+    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (the paper's Sec. 4.2), one per env,
     started from its stationary law N(0, sigma^2 / (2 kappa)) and never reset."""
 
     def __init__(self, shape, kappa, sigma, dt, device):

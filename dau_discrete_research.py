@@ -1,6 +1,6 @@
 """Deep Advantage Updating (DAU) for discrete actions, with the research options beyond the paper, free to combine.
 
-dau_discrete.py (the paper's Alg. "Deep Advantage Updating (Discrete actions)") plus the options of the studies in
+dau_discrete.py (the paper's Alg. 1) plus the options of the studies in
 docs/research/, each off by default; with every option off it computes what dau_discrete.py computes, to the bit (a
 test), and `diff dau_discrete.py dau_discrete_research.py` shows exactly the options. None is recommended: each study's
 page gives its verdict under the rule of docs/benchmarks.md (no worse than the paper's DAU at every dt, better at some).
@@ -182,7 +182,7 @@ class Advantage(nn.Module):
 
 
 class OUNoise:
-    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (eq. orn_uhl), one per env,
+    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (the paper's Sec. 4.2), one per env,
     started from its stationary law N(0, sigma^2 / (2 kappa)) and never reset."""
 
     def __init__(self, shape, kappa, sigma, dt, device):

@@ -149,7 +149,7 @@ class Actor(nn.Module):
 
 
 class OUNoise:
-    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (eq. orn_uhl), one per env,
+    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (the paper's Sec. 4.2), one per env,
     started from its stationary law N(0, sigma^2 / (2 kappa)) and never reset."""
 
     def __init__(self, shape, kappa, sigma, dt, device):
