@@ -75,8 +75,8 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     """replay memory in physical seconds of interaction (summed over all training envs), the same at every dt;
     None: the env's default (table above)"""
     buffer_transitions: int | None = None
-    """N: a replay memory of N transitions at every dt, N dt seconds, in place of --buffer-time (beyond the paper's
-    physical time: the appendix's cyclic buffer and the authors' code, N = 1000000); None: --buffer-time"""
+    """N: a replay memory of N transitions at every dt, N dt seconds, in place of --buffer-time;
+    the appendix's cyclic buffer and the authors' code: N = 1000000; None: --buffer-time"""
     gamma: float = 0.8
     """discount per physical second; a step is discounted by gamma**dt"""
     learning_rate: float = 0.1
