@@ -400,7 +400,7 @@ def test_the_headline_commands_gpu_runs_are_what_their_files_say():
     last, final = f"{returns[-1]:.2f}", f"{sum(returns[-3:]) / 3:.1f}"
     readme = " ".join((ROOT / "README.md").read_text().split())
     reproduce = " ".join((ROOT / "docs" / "reproduce.md").read_text().split())
-    assert f"ends at {last}, a final return of {final}, below every CPU run's" in readme
+    assert f"its last evaluation is {last} and its final return {final}, below every CPU run's" in readme
     assert f"its last evaluation is {last} and its final return (mean of the last three) {final}" in reproduce
     table = reproduce.split(spread.PAGE_MARKERS[0])[1].split(spread.PAGE_MARKERS[1])[0]
     cpu_finals = [float(row.split("|")[6]) for row in table.split("| docs/results")[1:]]
@@ -412,7 +412,7 @@ def test_the_headline_commands_gpu_runs_are_what_their_files_say():
     assert f"go from {min(gpu):.1f} to {max(gpu):.1f}, against {min(cpu):.1f} to {max(cpu):.1f}" in reproduce
     workers = re.search(r"So on a GPU machine, pass `--env-workers (\d+)`", " ".join(
         (ROOT / "docs" / "common.md").read_text().split())).group(1)  # fmt: skip
-    assert f"| 16-core H200 machine, `--env-workers {workers}`" in readme
+    assert f"16-core H200 machine with `--env-workers {workers}`" in readme
 
 
 CODE_GLOBS = ("*.py", "harness/*.py", "analysis/*.py", "sweeps/*.py", "sweeps/*/*.yaml", "tests/*.py", "tests/*.sh")
