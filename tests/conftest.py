@@ -14,11 +14,12 @@ from helpers import READ_AT_IMPORT, ROOT  # noqa: E402
 os.environ.setdefault("MUJOCO_GL", "egl")
 # Tests never reach W&B's servers.
 os.environ.setdefault("WANDB_MODE", "offline")
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    # `-n 2` (pyproject.toml): two workers share the two cores, so each, and every script it starts, runs
-    # one torch thread (two threads stall when the other core is busy).
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    torch.set_num_threads(1)
+# One torch thread in every test and every script a test starts, with or without xdist: `-n 2` (pyproject.toml) has
+# two workers share the two cores (two threads stall when the other core is busy), and a fixed count keeps the
+# scripts from choosing theirs from the cores' load (harness/threads.py), which would make two runs of one test
+# differ (a test that wants another count sets OMP_NUM_THREADS itself).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 def pytest_collection_modifyitems(items):
