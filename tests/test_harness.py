@@ -644,7 +644,7 @@ def test_after_an_error_the_end_waits_for_the_evaluation_in_flight_for_a_bounded
     itself) at most ERROR_WAIT_SECONDS (1 s here; twice the run's longest evaluation if that is longer), then drops
     it, stopped in its thread, and says so; a SIGTERM that comes while it waits ends the wait at once. It waited
     without limit (issue 78, D7)."""
-    monkeypatch.setattr(harness.evaluations, "ERROR_WAIT_SECONDS", 1.0)
+    monkeypatch.setattr(harness.evaluations, "ERROR_WAIT_SECONDS", 1.0, raising=False)
     clock, printed, release = SimpleNamespace(physical_time=0.0, env_steps=0, updates=0), [], threading.Event()
 
     def stuck(policy):  # in Python's code, so that the thread's interrupt stops it; 10 s at most

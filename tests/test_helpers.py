@@ -118,5 +118,5 @@ def test_the_fork_probes_pass_after_a_test_that_imports_torch_dynamo_in_one_proc
     # not change.
     env = {name: value for name, value in os.environ.items() if not name.startswith(("PYTEST_", "TORCHINDUCTOR_"))}
     result = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "-q", *AFTER_DYNAMO],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
     assert result.returncode == 0 and "2 passed" in result.stdout, result.stdout[-3000:] + result.stderr[-2000:]
