@@ -111,6 +111,7 @@ AFTER_DYNAMO = ["tests/test_sweeps.py::test_the_failure_boundary_table_and_figur
                 "tests/test_helpers.py::test_a_forked_script_runs_as_under_a_fresh_interpreter"]  # fmt: skip
 
 
+@pytest.mark.slow  # a pytest of its own: 20 s, a sixth of the quick tier's time on 2 cores
 def test_the_fork_probes_pass_after_a_test_that_imports_torch_dynamo_in_one_process():
     """The order that failed, in a pytest of its own in one process (-n 0): each test leaves the environment that the
     server's imports read as it found it (conftest.py), so the probe's script still starts from the server."""
