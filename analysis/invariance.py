@@ -1,14 +1,14 @@
 """The invariance statistic: does a method give the same result at every time step? One line per environment and
 algorithm label, in this form (other tools read it):
 
-    python analysis/invariance.py --runs docs/results
+    python -m analysis.invariance --runs docs/results
     invariance CartPole-v1 DAU fine/coarse 0.59 [0.47, 0.73] slope -0.116 [-0.149, -0.081] seeds 15
 
-    python analysis/invariance.py --runs docs/results docs/results/cartpole_value_lr_grid   # variants on one scale
-    python analysis/invariance.py --runs docs/results --seeds-for 0.1   # seeds per dt for an interval of +-0.1
-    python analysis/invariance.py --runs docs/results docs/results/bipedal_horizon_grid --dts 0.01 0.005  # shared
-    python analysis/invariance.py --calibrate   # coverage and power on synthetic grids
-    python analysis/invariance.py --runs docs/results/cartpole_horizon_grid --power-at 15 30   # seeds a dip needs
+    python -m analysis.invariance --runs docs/results docs/results/cartpole_value_lr_grid   # variants on one scale
+    python -m analysis.invariance --runs docs/results --seeds-for 0.1   # seeds per dt for an interval of +-0.1
+    python -m analysis.invariance --runs docs/results docs/results/bipedal_horizon_grid --dts 0.01 0.005  # shared
+    python -m analysis.invariance --calibrate   # coverage and power on synthetic grids
+    python -m analysis.invariance --runs docs/results/cartpole_horizon_grid --power-at 15 30   # seeds a dip needs
 
 Then one line per environment and label that sees every step, not only the two ends (issues 64 and 71):
 
@@ -41,11 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import plot
-import robustness
 import tyro
-from archive import RefusedRuns
-from robustness import COARSE_SD, DEPARTURES, EQUAL_SHARES, NULLS, calibration, every_step_calibration
+
+from analysis import robustness
+from analysis.calibration import calibration_table
+from analysis.scores import env_scores, learns_score, load_runs, normalised
+from analysis.tables import invariance_lines, ordered
+from harness.archive import RefusedRuns
 
 
 @dataclass
@@ -67,59 +69,10 @@ class Options:
     seeds: tuple[int, ...] = ()
     """only the runs of these seeds (two grids read at the same seeds); empty: all"""
     calibrate: bool = False
-    """print the coverage and power of the intervals on synthetic grids (200 each): fine/coarse and the slope at 5, 10
-    and 15 seeds; every step at 5 to 30 seeds on robustness.NULLS and DEPARTURES, beside the two intervals it
-    replaced at 10 and 15; and exit"""
-
-
-def calibration_table():
-    lines = ["| seeds per dt | spread | invariant: fine/coarse covers 1 | slope covers 0 | 30% worse at the two "
-             "finest: fine/coarse excludes 1 | slope excludes 0 |", "|---|---|---|---|---|---|"]  # fmt: skip
-    for seeds in (5, 10, 15):
-        for bimodal in (False, True):
-            covered = calibration(seeds, 1.0, bimodal)
-            missed = calibration(seeds, 0.7, bimodal)
-            spread = "bimodal (balance or stall)" if bimodal else f"normal, SD {COARSE_SD:g}"
-            lines.append(f"| {seeds} | {spread} | {covered[0]:.3f} | {covered[1]:.3f} | {1 - missed[0]:.3f} | "
-                         f"{1 - missed[1]:.3f} |")  # fmt: skip
-    rows = [(seeds, "floored") for seeds in (5, 10, 15, 20, 30)]
-    rows += [(seeds, method) for method in ("pooled", "within") for seeds in (10, 15)]
-    names = {
-        "floored": "each dt's own, spread floored (every_step)",
-        "pooled": "all dt's deviations pooled (before)",
-        "within": "each dt's own alone",
-    }
-    coverage = [
-        "",
-        "Every step, invariant grids: the share of grids whose mean intervals all cover 1 (in brackets, where every "
-        "dt has the same share that learns: whose share departs nowhere)",
-        "",
-        "| seeds per dt | intervals | " + " | ".join(NULLS) + " |",
-        "|---" * (len(NULLS) + 2) + "|",
-    ]
-    power = [
-        "",
-        "Every step, one dt departs: the share of grids where it is found below, by the mean's interval (the dip); by "
-        "the mean / by the share that learns / by either (the split)",
-        "",
-        "| seeds per dt | intervals | dt 0.002 at 0.57 of the others, normal | the same, bimodal | half the runs "
-        "stall at dt 0.01, normal | the same, bimodal |",
-        "|---|---|---|---|---|---|",
-    ]
-    departures = [(departure, spread) for departure in DEPARTURES for spread in ("normal, SD 64", "bimodal, 22% stall")]
-    for seeds, method in rows:
-        cells = []
-        for spread in NULLS:
-            result = every_step_calibration(seeds, spread, method=method)
-            cells.append(f"{result.mean:.3f}" + (f" ({result.share:.3f})" if spread in EQUAL_SHARES else ""))
-        coverage.append(f"| {seeds} | {names[method]} | " + " | ".join(cells) + " |")
-        cells = []
-        for departure, spread in departures:
-            result = every_step_calibration(seeds, spread, departure, method=method)
-            both = f" / {result.share:.3f} / {result.either:.3f}" if departure == "split" else ""
-            cells.append(f"{result.mean:.3f}{both}")
-        power.append(f"| {seeds} | {names[method]} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + coverage + power)
+    """print the coverage and power of the intervals on synthetic grids (1000 a cell, analysis/calibration.py; a
+    quarter of an hour on two cores): fine/coarse and the slope at 5, 10 and 15 seeds; every step at 5 to 30 seeds on
+    its NULLS and DEPARTURES, beside limma's variances alone, the pooled t and each dt's own variance at 5, 10 and 15;
+    and exit"""
 
 
 def seeds_for(by_dt, half_width):
@@ -138,18 +91,19 @@ def seeds_for(by_dt, half_width):
     return max(2, math.ceil(1.96**2 * per_seed / half_width**2))
 
 
-def departure_power(by_dt, seeds, grids=200, resamples=2000):
+def departure_power(by_dt, seeds, line, grids=200):
     """The share of `grids` grids of `seeds` runs per dt, drawn with replacement from each dt's own runs `by_dt`
-    (normalised scores), whose every-step interval at the worst dt of `by_dt` lies below 1, and that dt."""
-    worst = robustness.every_step(by_dt, resamples=2)
+    (normalised scores), whose every-step interval at the worst dt of `by_dt` lies below 1, and that dt (`line`: the
+    environment's line for "learns" on that scale)."""
+    worst = robustness.every_step(by_dt, line)
     if worst.relative is None:
         return None, None
     step = worst.dts[int(np.argmin(worst.relative))]
     rng = np.random.default_rng(seeds)
     below = 0
-    for index in range(grids):
+    for _ in range(grids):
         grid = {dt: rng.choice(np.asarray(values), seeds) for dt, values in by_dt.items()}
-        below += (step, "below") in robustness.every_step(grid, resamples=resamples, rng=index).departures()
+        below += (step, "below") in robustness.every_step(grid, line).departures()
     return step, below / grids
 
 
@@ -174,27 +128,28 @@ def main(options):
     missing = [str(folder) for folder in options.runs if not folder.is_dir()]
     if missing:
         sys.exit(f"error: --runs {' '.join(missing)}: not a folder")
-    runs = plot.load_runs(options.runs, options.env_ids, options.seeds)
+    runs = load_runs(options.runs, options.env_ids, options.seeds)
     if options.dts:
         runs = at_steps(runs, options.dts)
     if not runs:
         steps = f" at --dts {' '.join(f'{dt:g}' for dt in options.dts)}" if options.dts else ""
         sys.exit(f"error: no finished runs{steps} in {' '.join(map(str, options.runs))}")
-    for line in plot.invariance_lines(runs) + plot.invariance_lines(runs, robustness.every_step, plot.every_step_line):
+    for line in invariance_lines(runs):
         print(line)
     for env_id, algorithms in runs.items() if options.power_at else ():
-        returns, untrained, best = plot.env_scores(algorithms)
-        for algorithm in sorted(algorithms, key=lambda name: (name != "DAU", name)):
-            scores = plot.normalised(returns[algorithm], untrained, best)
-            shares = [(seeds, *departure_power(scores, seeds)) for seeds in options.power_at]
+        returns, untrained, best = env_scores(algorithms)
+        for algorithm in ordered(algorithms):
+            scores = normalised(returns[algorithm], untrained, best)
+            line = learns_score(env_id, untrained, best)
+            shares = [(seeds, *departure_power(scores, seeds, line)) for seeds in options.power_at]
             if shares[0][1] is not None:
                 found = ", ".join(f"{share:.2f} at {seeds} seeds" for seeds, _, share in shares)
                 print(f"power {env_id} {algorithm} worst dt {shares[0][1]:g} below 1: {found}")
     if options.seeds_for is not None:
         for env_id, algorithms in runs.items():
-            returns, untrained, best = plot.env_scores(algorithms)
-            for algorithm in sorted(algorithms, key=lambda name: (name != "DAU", name)):
-                needed = seeds_for(plot.normalised(returns[algorithm], untrained, best), options.seeds_for)
+            returns, untrained, best = env_scores(algorithms)
+            for algorithm in ordered(algorithms):
+                needed = seeds_for(normalised(returns[algorithm], untrained, best), options.seeds_for)
                 print(f"seeds {env_id} {algorithm} +-{options.seeds_for:g}: {needed or 'nan'} per dt")
 
 
