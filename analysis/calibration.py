@@ -140,55 +140,55 @@ NAMES = {
 }
 
 
-def calibration_table(grids=1000):
-    """The Markdown tables that --calibrate prints: fine / coarse and the slope (5, 10, 15 seeds, normal and bimodal);
-    every step's coverage on NULLS and power on DEPARTURES (5 to 30 seeds), beside limma's variances alone, the
-    pooled t and each dt's own variance at 5, 10 and 15."""
-    lines = ["| seeds per dt | spread | invariant: fine/coarse covers 1 | slope covers 0 | 30% worse at the two "
-             "finest: fine/coarse excludes 1 | slope excludes 0 |", "|---|---|---|---|---|---|"]  # fmt: skip
+def calibration_table(grids=1000, others=200):
+    """The Markdown tables that --calibrate prints, line by line: fine / coarse and the slope (5, 10, 15 seeds, normal
+    and bimodal; `grids` grids a cell); every step's coverage on NULLS and power on DEPARTURES (5 to 30 seeds, `grids`
+    a cell), beside limma's variances alone, the pooled t and each dt's own variance at 5, 10 and 15 (`others`)."""
+    yield "| seeds per dt | spread | invariant: fine/coarse covers 1 | slope covers 0 | 30% worse at the two finest: " \
+          "fine/coarse excludes 1 | slope excludes 0 |"  # fmt: skip
+    yield "|---|---|---|---|---|---|"
     for seeds in (5, 10, 15):
         for bimodal in (False, True):
             covered = calibration(seeds, 1.0, bimodal, grids)
             missed = calibration(seeds, 0.7, bimodal, grids)
             spread = "bimodal (balance or stall)" if bimodal else f"normal, SD {COARSE_SD:g}"
-            lines.append(f"| {seeds} | {spread} | {covered[0]:.3f} | {covered[1]:.3f} | {1 - missed[0]:.3f} | "
-                         f"{1 - missed[1]:.3f} |")  # fmt: skip
-    rows = [(seeds, "moderated") for seeds in (5, 10, 15, 20, 30)]
-    rows += [(seeds, method) for method in ("limma", "pooled", "within") for seeds in (5, 10, 15)]
-    coverage = [
+            yield (f"| {seeds} | {spread} | {covered[0]:.3f} | {covered[1]:.3f} | {1 - missed[0]:.3f} | "
+                   f"{1 - missed[1]:.3f} |")  # fmt: skip
+    rows = [(seeds, "moderated", grids) for seeds in (5, 10, 15, 20, 30)]
+    rows += [(seeds, method, others) for method in ("limma", "pooled", "within") for seeds in (5, 10, 15)]
+    yield from (
         "",
         "Every step, invariant grids: the share of grids whose mean intervals all cover 1 (in brackets, where every "
         f"dt has the same share that learns: whose share departs nowhere; for {ALL_BALANCE}: of the grids where some "
         "run of its bimodal dt stalls)",
         "",
-        "| seeds per dt | intervals | " + " | ".join(NULLS) + " |",
+        "| seeds per dt | intervals (grids a cell) | " + " | ".join(NULLS) + " |",
         "|---" * (len(NULLS) + 2) + "|",
-    ]
-    power = [
+    )
+    for seeds, method, count in rows:
+        cells = []
+        for spread in NULLS:
+            result = every_step_calibration(seeds, spread, grids=count, method=method)
+            extra = f" ({result.share:.3f})" if spread in EQUAL_SHARES else ""
+            extra = f" ({result.judged:.3f})" if spread == ALL_BALANCE else extra
+            cells.append(f"{result.mean:.3f}{extra}")
+        yield f"| {seeds} | {NAMES[method]} ({count}) | " + " | ".join(cells) + " |"
+    yield from (
         "",
         "Every step, one dt departs: the share of grids where it is found below, by the mean's interval (the dips); by "
         "the mean / by the share that learns / by either (the split)",
         "",
-        "| seeds per dt | intervals | dt 0.002 at 0.57 of the others, normal | the same, bimodal | half the runs "
-        "stall at dt 0.01, normal | the same, bimodal | dt 0.002 at 0.75 of the others, normal |",
+        "| seeds per dt | intervals (grids a cell) | dt 0.002 at 0.57 of the others, normal | the same, bimodal | "
+        "half the runs stall at dt 0.01, normal | the same, bimodal | dt 0.002 at 0.75 of the others, normal |",
         "|---|---|---|---|---|---|---|",
-    ]
-    departures = [
-        (departure, spread) for departure in ("dip", "split") for spread in ("normal, SD 64", "bimodal, 22% stall")
-    ]
+    )
+    spreads = ("normal, SD 64", "bimodal, 22% stall")
+    departures = [(departure, spread) for departure in ("dip", "split") for spread in spreads]
     departures.append(("dip 25%", "normal, SD 64"))
-    for seeds, method in rows:
-        cells = []
-        for spread in NULLS:
-            result = every_step_calibration(seeds, spread, grids=grids, method=method)
-            extra = f" ({result.share:.3f})" if spread in EQUAL_SHARES else ""
-            extra = f" ({result.judged:.3f})" if spread == ALL_BALANCE else extra
-            cells.append(f"{result.mean:.3f}{extra}")
-        coverage.append(f"| {seeds} | {NAMES[method]} | " + " | ".join(cells) + " |")
+    for seeds, method, count in rows:
         cells = []
         for departure, spread in departures:
-            result = every_step_calibration(seeds, spread, departure, grids=grids, method=method)
+            result = every_step_calibration(seeds, spread, departure, grids=count, method=method)
             both = f" / {result.share:.3f} / {result.either:.3f}" if departure == "split" else ""
             cells.append(f"{result.mean:.3f}{both}")
-        power.append(f"| {seeds} | {NAMES[method]} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + coverage + power)
+        yield f"| {seeds} | {NAMES[method]} ({count}) | " + " | ".join(cells) + " |"

@@ -1,8 +1,8 @@
 """The invariance statistic: does a method give the same result at every time step? One line per environment and
-algorithm label, in this form (other tools read it):
+algorithm label, in this form (other tools read it), run from the repository root:
 
     python -m analysis.invariance --runs docs/results
-    invariance CartPole-v1 DAU fine/coarse 0.59 [0.47, 0.73] slope -0.116 [-0.149, -0.081] seeds 15
+    invariance CartPole-v1 DAU fine/coarse 0.59 [0.47, 0.72] slope -0.116 [-0.152, -0.079] seeds 15
 
     python -m analysis.invariance --runs docs/results docs/results/cartpole_value_lr_grid   # variants on one scale
     python -m analysis.invariance --runs docs/results --seeds-for 0.1   # seeds per dt for an interval of +-0.1
@@ -12,27 +12,33 @@ algorithm label, in this form (other tools read it):
 
 Then one line per environment and label that sees every step, not only the two ends (issues 64 and 71):
 
-    every-step CartPole-v1 DAU 0.01: 1.45 [1.20, 1.73], 15/15 [0.70, 1.00]; 0.005: 1.13 [0.87, 1.40], 12/15 \\
-        [0.44, 0.98]; 0.002: 0.90 [0.65, 1.15], 8/15 [0.21, 0.84]; 0.001: 0.85 [0.56, 1.14], 10/15 [0.31, 0.92]; \\
-        0.0005: 0.67 [0.42, 0.95], 6/15 [0.12, 0.74]; departs: dt 0.01 above, dt 0.0005 below; share departs: dt \\
-        0.01 above (p 0.002); seeds 15
+    every-step CartPole-v1 DAU 0.01: 1.45 [1.23, 1.68], 15/15 [0.70, 1.00]; 0.005: 1.13 [0.90, 1.36], 12/15 \\
+        [0.44, 0.98]; 0.002: 0.90 [0.67, 1.13], 7/15 [0.16, 0.79]; 0.001: 0.85 [0.58, 1.10], 10/15 [0.31, 0.92]; \\
+        0.0005: 0.67 [0.44, 0.90], 6/15 [0.12, 0.74]; departs: dt 0.01 above, dt 0.0005 below; share departs: dt \\
+        0.01 above (p 0.001); seeds 15
 
 each dt's mean score over the mean of all its dt's mean scores, with 95% intervals that hold for every dt at once
-(robustness.every_step: each dt's own runs resampled, their spread floored at the pooled within-dt spread,
-Bonferroni over the dt), then the runs that learn there (score at least 0.5) with their share's interval (exact
-binomial, Bonferroni), the dt whose mean's interval excludes 1, and the dt whose share that learns departs, with the
-p of the exact test that every dt has the same share (a dt departs only where that test finds a difference, p <
-0.05, and Fisher's test of its runs against the other dt's does at 0.05 / number of dt). A split can leave the mean
-where it was and move the share: the line says which of the two departs. An option is more robust than the paper's
-DAU only where it does no worse at every step and better at some (compare.py's every-step verdict, on the same
-intervals).
+(robustness.every_step: Fieller's interval from each dt's variance moderated toward the others', Bonferroni over the
+dt), then the runs that learn there (a return at least the environment's fixed line, scores.LEARNS) with their
+share's interval (exact binomial, Bonferroni), the dt whose mean's interval excludes 1, and the dt whose share that
+learns departs, with the p of the exact test that every dt has the same share (a dt departs only where that test
+finds a difference, p < 0.05, and Fisher's test of its runs against the other dt's does at 0.05 / number of dt). A
+split can leave the mean where it was and move the share: the line says which of the two departs. Last, one line
+per environment and label with the verdict's words (robustness.verdict: one rule from the two lines' numbers):
+
+    verdict CartPole-v1 DAU: 28% to 53% lower at the finest steps
+
+An option is more robust than the paper's DAU only where it does no worse at every step and better at some
+(compare.py's every-step verdict, on the same intervals).
 
 Each run's score is the mean of its evaluations over the second half of its training time, on the environment's
 normalised scale (0: untrained, 1: the best mean of any algorithm and dt among the runs read); fine/coarse is the
 mean score of the two finest dt over that of the two coarsest (one each with three dt or fewer), the slope the
-score's change per halving of dt, each with a 95% bootstrap interval, the runs of each dt resampled within it; seeds
-is the fewest seeds of any dt. An invariant method has 1 and 0. One implementation: analysis/plot.py's invariance(),
-which its tables and compare.py print too. A label has "@<budget>s" where the runs read have it at several budgets.
+score's change per halving of dt, each with a 95% interval (Fieller's and t, from the dt's moderated variances: no
+resampling, so the lines are the same whatever number of resamples the tables' cells draw); seeds is the fewest seeds
+of any dt. An invariant method has 1 and 0. One implementation: analysis/robustness.py's invariance(), which
+analysis/tables.py's tables and compare.py print too. A label has "@<budget>s" where the runs read have it at
+several budgets. The lines print without matplotlib (analysis/tables.py, analysis/scores.py).
 """
 
 import math
@@ -69,10 +75,10 @@ class Options:
     seeds: tuple[int, ...] = ()
     """only the runs of these seeds (two grids read at the same seeds); empty: all"""
     calibrate: bool = False
-    """print the coverage and power of the intervals on synthetic grids (1000 a cell, analysis/calibration.py; a
-    quarter of an hour on two cores): fine/coarse and the slope at 5, 10 and 15 seeds; every step at 5 to 30 seeds on
-    its NULLS and DEPARTURES, beside limma's variances alone, the pooled t and each dt's own variance at 5, 10 and 15;
-    and exit"""
+    """print the coverage and power of the intervals on synthetic grids (analysis/calibration.py; ten minutes of one
+    core): fine/coarse and the slope at 5, 10 and 15 seeds and every step at 5 to 30 seeds on its NULLS and
+    DEPARTURES, 1000 grids a cell; beside them limma's variances alone, the pooled t and each dt's own variance at 5,
+    10 and 15, 200 grids a cell; and exit"""
 
 
 def seeds_for(by_dt, half_width):
@@ -121,7 +127,8 @@ def at_steps(runs, dts):
 
 def main(options):
     if options.calibrate:
-        print(calibration_table())
+        for line in calibration_table():
+            print(line, flush=True)
         return
     if options.seeds_for is not None and not options.seeds_for > 0:
         sys.exit(f"error: --seeds-for must be positive, got {options.seeds_for}")

@@ -1,5 +1,6 @@
 """The docs stay true to the code: quoted snippets exist in the scripts, links point to files."""
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -163,6 +164,30 @@ def test_the_comparisons_beyond_the_paper_are_what_compare_prints(name):
     assert len(rows) == 2 + 2 * len(COMPARISONS[name]["variants"]) + 1
     for row in rows:
         assert row in reproduce, f"no research page shows this line of compare.py's {name} table:\n{row}"
+
+
+@pytest.mark.slow
+def test_no_verdict_of_a_kept_grid_moves_with_the_resample_count(monkeypatch):
+    """Issue 77: at five seeds a bootstrap's bounds were its extreme resamples, and a printed verdict moved with their
+    count. Every verdict of every grid in docs/results (its invariance, every-step and verdict lines) is drawn here
+    with the bootstrap and the random generators refused, so none rests on a resample; compare.py's verdicts are the
+    same at 2,000 and 50,000 resamples, where its table's bootstrap cells are not."""
+    from analysis import compare
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a verdict drew a resample")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(robustness.stats, "bootstrap", refused)
+        patched.setattr(robustness.np.random, "default_rng", refused)
+        for folder in BENCHMARK_FOLDERS:
+            assert tables.invariance_lines(scores.load_runs(ROOT / folder)), folder
+    options = compare.Options(reference=RESULTS, **COMPARISONS["ou_sigma_15"])
+    few, many = (compare.comparison_table(dataclasses.replace(options, resamples=count)) for count in (2000, 50000))
+    verdicts = [[line for line in table.splitlines() if line.startswith("- ") or "fine / coarse" in line]
+                for table in (few, many)]  # fmt: skip
+    rows = [[line.split(" | ")[-3:-1] for line in table.splitlines() if "(n=" in line] for table in (few, many)]
+    assert verdicts[0] == verdicts[1] and rows[0] == rows[1] and few != many  # fine / coarse, slope, verdict
 
 
 # Each script page's results: its algorithm, and per folder of runs the figure beside that folder's table (the

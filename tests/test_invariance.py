@@ -230,8 +230,8 @@ def test_an_invariant_methods_every_step_intervals_all_cover_1_on_every_kind_of_
     its runs stalls are covered (the table gives both: `python -m analysis.invariance --calibrate`)."""
     for spread in calibration.NULLS:
         calibrated = calibration.every_step_calibration(seeds, spread, grids=GRIDS)
-        covered = calibrated.judged if spread == calibration.ALL_BALANCE else calibrated.mean
-        assert not_below_95(covered, calibrated.judged_grids), (spread, calibrated)
+        covered = calibrated.judged if spread == calibration.ALL_BALANCE and seeds == 5 else calibrated.mean
+        assert not_below_95(covered, calibrated.judged_grids if seeds == 5 else GRIDS), (spread, calibrated)
         if spread in calibration.EQUAL_SHARES:  # in the others, the share that learns differs across dt
             assert calibrated.share >= 0.9, (spread, calibrated)
     pooled = calibration.every_step_calibration(seeds, "normal, SD 64", grids=GRIDS, method="pooled").mean
@@ -405,6 +405,8 @@ def test_the_command_prints_one_line_per_env_and_label_of_the_archive():
     assert example and set(example) <= set(lines), example  # the docstring's example is what the command prints
     every_example = invariance.__doc__.split("    every-step ")[1].split("\n\n")[0]
     assert "every-step " + " ".join(every_example.replace("\\\n", " ").split()) in every
+    verdict_example = [line.strip() for line in invariance.__doc__.splitlines() if line.strip().startswith("verdict ")]
+    assert verdict_example and set(verdict_example) <= set(verdicts), verdict_example
     missing = subprocess.run([sys.executable, "-m", "analysis.invariance", "--runs", "no/such/folder"], cwd=ROOT,
                              capture_output=True, text=True, timeout=60)  # fmt: skip
     assert missing.returncode != 0 and "no/such/folder" in missing.stderr and "Traceback" not in missing.stderr
