@@ -75,10 +75,10 @@ class Options:
     seeds: tuple[int, ...] = ()
     """only the runs of these seeds (two grids read at the same seeds); empty: all"""
     calibrate: bool = False
-    """print the coverage and power of the intervals on synthetic grids (analysis/calibration.py; ten minutes of one
-    core): fine/coarse and the slope at 5, 10 and 15 seeds and every step at 5 to 30 seeds on its NULLS and
-    DEPARTURES, 1000 grids a cell; beside them limma's variances alone, the pooled t and each dt's own variance at 5,
-    10 and 15, 200 grids a cell; and exit"""
+    """print the coverage and power of the intervals on synthetic grids (analysis/calibration.py; it takes minutes):
+    fine/coarse and the slope at 5, 10 and 15 seeds and every step at 5 to 30 seeds on its NULLS and DEPARTURES, 1000
+    grids a cell; beside them limma's variances alone, the pooled t and each dt's own variance at 5, 10 and 15, 200
+    grids a cell; and exit"""
 
 
 def seeds_for(by_dt, half_width):
