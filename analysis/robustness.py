@@ -427,14 +427,17 @@ def step_differences(variant, reference, method="moderated"):
 WITHIN = 0.10  # "within N% of one level at every step" where every step's interval lies within this of 1
 
 
-def percent(value):
-    """A share as a whole percent, from a number printed to two decimals (so the words follow from the line)."""
-    return round(100 * round(value, 2))
+def percent(share, outward):
+    """A share as a whole percent, rounded away from the interval's inside ("up" for a far bound, "down" for a near
+    one), so that the words' range holds the interval: 0.2651 to 0.5288 lower reads "26% to 53% lower"."""
+    scaled = 100 * share
+    return math.ceil(scaled - 1e-9) if outward == "up" else math.floor(scaled + 1e-9)
 
 
 def verdict(result, steps):
-    """A method's words, by one rule, from what invariance.py prints (an Invariance and an EveryStep; each number
-    read to the two decimals it is printed with), the first that applies:
+    """A method's words, by one rule, from what invariance.py prints (an Invariance and an EveryStep), the first that
+    applies; each percentage is the interval's bound rounded outward to a whole percent (percent), so that the words
+    state a bound the interval supports:
     1. fine / coarse has an interval: "N% to M% lower at the finest steps" where it lies below 1, "N% to M% higher ..."
        where above, "within N% of one level at every step" where it holds 1 and every step's interval lies within
        WITHIN of 1 (N the farthest bound), else "undecided (N% lower to M% higher at the finest steps)";
@@ -444,16 +447,16 @@ def verdict(result, steps):
        does, else "learns at dt A and B only (k and l of n runs)" naming every dt where some run does, or "learns at
        every step (...)" where that is every dt."""
     if result.ratio is not None and result.ratio_interval is not None:
-        low, high = (round(bound, 2) for bound in result.ratio_interval)
+        low, high = result.ratio_interval
         if high < 1:
-            return f"{percent(1 - high)}% to {percent(1 - low)}% lower at the finest steps"
+            return f"{percent(1 - high, 'down')}% to {percent(1 - low, 'up')}% lower at the finest steps"
         if low > 1:
-            return f"{percent(low - 1)}% to {percent(high - 1)}% higher at the finest steps"
+            return f"{percent(low - 1, 'down')}% to {percent(high - 1, 'up')}% higher at the finest steps"
         if steps.intervals:
-            farthest = max(max(1 - round(a, 2), round(b, 2) - 1) for a, b in steps.intervals)
+            farthest = max(max(1 - a, b - 1) for a, b in steps.intervals)
             if farthest <= WITHIN:
-                return f"within {percent(farthest)}% of one level at every step"
-        return f"undecided ({percent(1 - low)}% lower to {percent(high - 1)}% higher at the finest steps)"
+                return f"within {percent(farthest, 'up')}% of one level at every step"
+        return f"undecided ({percent(1 - low, 'up')}% lower to {percent(high - 1, 'up')}% higher at the finest steps)"
     if result.ratio is not None:
         return "undecided (the coarse steps not resolved above untrained)"
     learning = [(dt, k, n) for dt, (k, n) in zip(steps.dts, steps.learned, strict=True) if k > 0]
