@@ -53,13 +53,13 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     updates_per_round: int = 50
     """gradient steps per round (paper: nb_learn)"""
     round_seconds: float | None = None
-    """physical seconds each env steps per round, at every dt (--steps-per-round becomes round(this / dt), with
-    updates_per_round / steps_per_round updates per step); None: --steps-per-round steps whatever dt (the paper's)"""
+    """physical seconds each env steps per round, at every dt: --steps-per-round becomes round(this / dt);
+    with updates_per_round / steps_per_round updates per step. None: --steps-per-round steps at any dt (the paper's)"""
     batch_size: int = 256
     """transitions per gradient step (paper: N)"""
     buffer_time: float | None = None
-    """replay memory in physical seconds of interaction, summed over all training envs (like --total-time), so
-    the same at every dt; None: the env's default (table above)"""
+    """replay memory in physical seconds of interaction (summed over all training envs), the same at every dt;
+    None: the env's default (table above)"""
     gamma: float = 0.8
     """discount per physical second; a step is discounted by gamma**dt"""
     learning_rate: float = 0.1
@@ -148,7 +148,7 @@ class Actor(nn.Module):
 
 
 class OUNoise:
-    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (eq. orn_uhl), one per env,
+    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (the paper's Sec. 4.2), one per env,
     started from its stationary law N(0, sigma^2 / (2 kappa)) and never reset."""
 
     def __init__(self, shape, kappa, sigma, dt, device):
@@ -230,7 +230,8 @@ def update(batch, value, advantage, actor, optimizer, dt, gamma):
         target = reward * dt + (1 - terminated) * gamma**dt * value(next_obs)  # Q~^i = r dt + (1-d) gamma^dt V(s')
     td = q - target
     # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi: the
-    # paper's updates (the official code drops the 1/dt; RMSprop nearly cancels it, we follow the paper).
+    # paper's updates (the official code minimises (Q - target)^2, without the 1/dt: factors of order dt that
+    # RMSprop cancels only where its eps is small against the gradients, not at fine dt; we follow the paper).
     critic_objective = (td.detach() / dt * (state_value + advantage_taken)).mean()
     actor_objective = -policy_advantage.mean()  # -d/dphi = Delta-phi, the gradient of Abar(s, pi(s))
     optimizer.zero_grad()

@@ -55,13 +55,13 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     updates_per_round: int = 50
     """gradient steps per round (paper: nb_learn)"""
     round_seconds: float | None = None
-    """physical seconds each env steps per round, at every dt (--steps-per-round becomes round(this / dt), with
-    updates_per_round / steps_per_round updates per step); None: --steps-per-round steps whatever dt (the paper's)"""
+    """physical seconds each env steps per round, at every dt: --steps-per-round becomes round(this / dt);
+    with updates_per_round / steps_per_round updates per step. None: --steps-per-round steps at any dt (the paper's)"""
     batch_size: int = 256
     """transitions per gradient step (paper: N)"""
     buffer_time: float | None = None
-    """replay memory in physical seconds of interaction, summed over all training envs (like --total-time), so
-    the same at every dt; None: the env's default (table above)"""
+    """replay memory in physical seconds of interaction (summed over all training envs), the same at every dt;
+    None: the env's default (table above)"""
     gamma: float = 0.8
     """discount per physical second; a step is discounted by gamma**dt"""
     learning_rate: float = 0.1
@@ -77,8 +77,8 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     hidden_size: int = 256
     """width of the two hidden layers"""
     value_horizon: float | None = None
-    """H: V's target over the next round(H / dt) steps of its env (at least one), the same physical horizon at every
-    dt, cut at an episode's end, not corrected for the noise (beyond the paper); None: one step (the paper's)"""
+    """H: V's target over the next round(H / dt) steps of its env (at least one), one physical horizon at any dt;
+    cut at an episode's end, not corrected for the noise (beyond the paper). None: one step (the paper's)"""
 
 
 def check_args(args):
@@ -156,7 +156,7 @@ class Actor(nn.Module):
 
 
 class OUNoise:
-    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (eq. orn_uhl), one per env,
+    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (the paper's Sec. 4.2), one per env,
     started from its stationary law N(0, sigma^2 / (2 kappa)) and never reset."""
 
     def __init__(self, shape, kappa, sigma, dt, device):
@@ -274,7 +274,8 @@ def update(batch, value, advantage, actor, optimizer, dt, gamma):
         value_target = horizon_target(reward, *ahead, value, dt, gamma) if ahead else target  # --value-horizon
     td = q - target
     # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi: the
-    # paper's updates (the official code drops the 1/dt; RMSprop nearly cancels it, we follow the paper).
+    # paper's updates (the official code minimises (Q - target)^2, without the 1/dt: factors of order dt that
+    # RMSprop cancels only where its eps is small against the gradients, not at fine dt; we follow the paper).
     # Beyond the paper: V's TD error over the horizon, A's over one step. With one step: Alg.'s gradients bit for bit.
     value_td = q - value_target
     critic_objective = (value_td.detach() / dt * state_value + td.detach() / dt * advantage_taken).mean()

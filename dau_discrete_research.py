@@ -1,6 +1,6 @@
 """Deep Advantage Updating (DAU) for discrete actions, with the research options beyond the paper, free to combine.
 
-dau_discrete.py (the paper's Alg. "Deep Advantage Updating (Discrete actions)") plus the options of the studies in
+dau_discrete.py (the paper's Alg. 1) plus the options of the studies in
 docs/research/, each off by default; with every option off it computes what dau_discrete.py computes, to the bit (a
 test), and `diff dau_discrete.py dau_discrete_research.py` shows exactly the options. None is recommended: each study's
 page gives its verdict under the rule of docs/benchmarks.md (no worse than the paper's DAU at every dt, better at some).
@@ -16,6 +16,8 @@ page gives its verdict under the rule of docs/benchmarks.md (no worse than the p
   as DQN clips its TD error) and --value-horizon H (V's target over round(H / dt) steps of its env, cut at an
   episode's end or a noise-changed action, as Watkins' Q(lambda); a row's flag is set when it is written, so its
   fixed point is the value of the greedy actions of the policies that wrote the memory, not of today's).
+- The replay memory (docs/research/authors_code.md): --buffer-transitions N, a ring of N transitions at every dt (the
+  paper's appendix and the authors' code: 1000000), in place of --buffer-time's physical seconds.
 
     python dau_discrete_research.py --dt 0.0005 --value-horizon 0.01
     python dau_discrete_research.py --dt 0.002 --exploration ou-scaled --terminal-rows 64
@@ -65,13 +67,16 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     updates_per_round: int = 50
     """gradient steps per round (paper: nb_learn)"""
     round_seconds: float | None = None
-    """physical seconds each env steps per round, at every dt (--steps-per-round becomes round(this / dt), with
-    updates_per_round / steps_per_round updates per step); None: --steps-per-round steps whatever dt (the paper's)"""
+    """physical seconds each env steps per round, at every dt: --steps-per-round becomes round(this / dt);
+    with updates_per_round / steps_per_round updates per step. None: --steps-per-round steps at any dt (the paper's)"""
     batch_size: int = 256
     """transitions per gradient step (paper: N)"""
     buffer_time: float | None = None
-    """replay memory in physical seconds of interaction, summed over all training envs (like --total-time), so
-    the same at every dt; None: the env's default (table above)"""
+    """replay memory in physical seconds of interaction (summed over all training envs), the same at every dt;
+    None: the env's default (table above)"""
+    buffer_transitions: int | None = None
+    """N: a replay memory of N transitions at every dt, N dt seconds, in place of --buffer-time;
+    the appendix's cyclic buffer and the authors' code: N = 1000000; None: --buffer-time"""
     gamma: float = 0.8
     """discount per physical second; a step is discounted by gamma**dt"""
     learning_rate: float = 0.1
@@ -79,19 +84,19 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     value_learning_rate: float | None = None
     """alpha_V, V's learning rate alpha_V * dt (Alg. 1 has both; the paper sets them equal); None: --learning-rate"""
     learning_rate_reference_dt: float | None = None
-    """DT0: the learning rates alpha * sqrt(dt * DT0), alpha * dt at dt = DT0 (beyond the paper: its Discussion's rule
-    for TD errors whose variance grows like 1 / dt); None: alpha * dt (Alg. 1)"""
+    """DT0: the learning rates alpha * sqrt(dt * DT0), alpha * dt at dt = DT0 (beyond the paper);
+    its Discussion's rule for TD errors whose variance grows like 1 / dt. None: alpha * dt (Alg. 1)"""
     terminal_rows: int = 0
-    """N_T: a batch is --batch-size uniform rows plus N_T rows drawn from the terminal transitions, stratified so
-    that the expected update is Alg. 1's (beyond the paper); 0: uniform rows only (Alg. 1)"""
+    """N_T: a batch is --batch-size uniform rows plus N_T rows drawn from the terminal transitions (beyond the paper);
+    stratified so that the expected update is Alg. 1's. 0: uniform rows only (Alg. 1)"""
     weight_decay: float = 0.0
-    """lambda: after each step the weights shrink by 1 - lr * lambda, outside RMSprop's normalisation (decoupled, as
-    AdamW; beyond the paper); 0: none (Alg. 1)"""
+    """lambda: after each step the weights shrink by 1 - lr * lambda (beyond the paper);
+    outside RMSprop's normalisation (decoupled, as AdamW). 0: none (Alg. 1)"""
     advantage_without_terminal_rows: bool = False
     """A's step leaves out terminal rows, V's keeps them (beyond the paper: their td is V's jump); False: Alg. 1"""
     value_horizon: float | None = None
-    """H: V's target over the next round(H / dt) steps of its env (at least one), the same physical horizon at every
-    dt, cut at an episode's end or a non-greedy action (beyond the paper); None: one step (Alg. 1)"""
+    """H: V's target over the next round(H / dt) steps of its env (at least one), one physical horizon at any dt;
+    cut at an episode's end or a non-greedy action (beyond the paper). None: one step (Alg. 1)"""
     advantage_rate_clip: float | None = None
     """c: A's step takes clip(td / dt, -c, c), c in value/s at every dt, V's not (beyond the paper); None: Alg. 1"""
     exploration: Literal["ou", "epsilon", "ou-scaled"] = "ou"
@@ -108,9 +113,9 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     hidden_size: int = 256
     """width of the two hidden layers"""
     value_update: Literal["all", "greedy", "exploring"] = "all"
-    """all: V learns from every transition (Alg. 1); beyond the paper, V's target without -dt A: greedy: only from
-    the transitions whose action is argmax A now (A = 0 there); exploring: from every transition, with
-    r dt + gamma^dt V(s') as target (the exploring policy's value)"""
+    """all: V learns from every transition (Alg. 1). Beyond the paper, V's target without -dt A:
+    greedy: only from the transitions whose action is argmax A now (A = 0 there);
+    exploring: from every transition, with r dt + gamma^dt V(s') as target (the exploring policy's value)"""
 
 
 def check_args(args):
@@ -119,6 +124,11 @@ def check_args(args):
         raise ValueError(f"--epsilon must be in [0, 1], got {args.epsilon}")
     options_on = ("value_horizon", "advantage_rate_clip", "value_learning_rate", "learning_rate_reference_dt")
     require_positive(args, *[name for name in options_on if getattr(args, name) is not None])
+    if args.buffer_transitions is not None and args.buffer_transitions < max(args.batch_size, args.num_envs):
+        raise ValueError(
+            f"--buffer-transitions must hold a batch and a step of every env (at least "
+            f"{max(args.batch_size, args.num_envs)}), got {args.buffer_transitions}"
+        )
     if args.terminal_rows < 0 or not 0 <= args.weight_decay < math.inf:
         raise ValueError(
             f"--terminal-rows and --weight-decay must be >= 0, got {args.terminal_rows}, {args.weight_decay}"
@@ -182,7 +192,7 @@ class Advantage(nn.Module):
 
 
 class OUNoise:
-    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (eq. orn_uhl), one per env,
+    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (the paper's Sec. 4.2), one per env,
     started from its stationary law N(0, sigma^2 / (2 kappa)) and never reset."""
 
     def __init__(self, shape, kappa, sigma, dt, device):
@@ -348,7 +358,8 @@ def update(batch, value, advantage, optimizer, dt, gamma, options):
         value_target = horizon_target(reward, *extra, value, dt, gamma) if extra else target  # --value-horizon's
     td = q - target
     # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi: the
-    # paper's updates (the official code drops the 1/dt; RMSprop nearly cancels it, we follow the paper).
+    # paper's updates (the official code minimises (Q - target)^2, without the 1/dt: factors of order dt that
+    # RMSprop cancels only where its eps is small against the gradients, not at fine dt; we follow the paper).
     # Beyond the paper: V's TD error over the horizon, without -dt A (exploring), or from greedy rows only; A's
     # without the terminal rows, (1 - d) td, and its rate clipped. Options off: td / dt for both, Alg. 1's gradients.
     value_td = q - value_target
@@ -455,8 +466,11 @@ if __name__ == "__main__":
         capturable=device.type == "cuda",  # its step counts on the GPU, as a CUDA graph needs; the same arithmetic
     )  # fmt: skip
     envs = make_vector_env(args, dt, args.num_envs, args.seed, args.env_workers)  # --env-workers: in K processes
-    # run.replay_rows: --buffer-time in transitions at this dt, at most what the run collects
-    buffer = ReplayBuffer(run.replay_rows, obs_dim, device, args.num_envs if args.value_horizon else None)
+    # run.replay_rows: --buffer-time in transitions at this dt, at most what the run collects (run.collected_rows)
+    replay_rows = run.replay_rows
+    if args.buffer_transitions is not None:  # a ring of N transitions, N dt seconds, at every dt
+        replay_rows = min(args.buffer_transitions, run.collected_rows)
+    buffer = ReplayBuffer(replay_rows, obs_dim, device, args.num_envs if args.value_horizon else None)
     value_horizon_steps = max(1, round(args.value_horizon / dt)) if args.value_horizon else 1  # its n, >= 1
     noise = OUNoise((args.num_envs, num_actions), args.ou_kappa, args.ou_sigma, dt, device)
     spread = RunningSpread(args.ou_kappa, dt, device)  # --exploration ou-scaled's measure of A's scale

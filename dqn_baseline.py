@@ -58,13 +58,13 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     updates_per_round: int = 50
     """gradient steps per round (paper: nb_learn)"""
     round_seconds: float | None = None
-    """physical seconds each env steps per round, at every dt (--steps-per-round becomes round(this / dt), with
-    updates_per_round / steps_per_round updates per step); None: --steps-per-round steps whatever dt (the paper's)"""
+    """physical seconds each env steps per round, at every dt: --steps-per-round becomes round(this / dt);
+    with updates_per_round / steps_per_round updates per step. None: --steps-per-round steps at any dt (the paper's)"""
     batch_size: int = 256
     """transitions per gradient step (paper: N)"""
     buffer_time: float | None = None
-    """replay memory in physical seconds of interaction, summed over all training envs (like --total-time), so
-    the same at every dt; None: the env's default (table above)"""
+    """replay memory in physical seconds of interaction (summed over all training envs), the same at every dt;
+    None: the env's default (table above)"""
     gamma: float = 0.8
     """discount per physical second; a step is discounted by gamma**dt"""
     learning_rate: float = 0.1
@@ -143,7 +143,7 @@ class QNetwork(nn.Module):
 
 
 class OUNoise:
-    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (eq. orn_uhl), one per env,
+    """Ornstein-Uhlenbeck process dz = -kappa z dt + sigma dB (the paper's Sec. 4.2), one per env,
     started from its stationary law N(0, sigma^2 / (2 kappa)) and never reset."""
 
     def __init__(self, shape, kappa, sigma, dt, device):

@@ -5,6 +5,7 @@ variant's every-step verdict. Run from the repository root:
 
     python -m analysis.compare --variants docs/results/cartpole_ou_sigma_15_grid docs/results/cartpole_ou_scaled_grid \
         --labels '`--ou-sigma 15`' '`--exploration ou-scaled`'
+    python -m analysis.compare --variants docs/results/cartpole_ring --labels "appendix's ring" --dts 0.001 0.0005
 
 Each folder holds runs as analysis/plot.py reads them; the DAU runs (of a DAU script or of a probe's patched copy of
 one, harness/archive.py's algorithm; any label, but one a folder, or compare.py refuses it) of the reference folder
@@ -50,6 +51,9 @@ class Options:
     seeds: tuple[int, ...] = ()
     """only these seeds, in every folder (short probes beside the paper's runs of the same seeds); empty: the seeds
     of the variants' runs, so that the reference is read at the same seeds"""
+    dts: tuple[float, ...] = ()
+    """only these dt, in every folder (a variant that is the reference's run at the other dt, as the fixed ring of
+    transitions at the steps where it holds the whole run); empty: the reference's every dt"""
     table: Path | None = None
     """also write the table (Markdown) here; it is always printed"""
     resamples: int = RESAMPLES
@@ -92,6 +96,10 @@ def comparison_table(options):
                                                 options.reference_algorithm)}  # fmt: skip
     rows |= {label: dau_scores(folder, options.env_id, options.total_time, seeds)
              for label, folder in zip(labels, options.variants, strict=True)}  # fmt: skip
+    if options.dts:  # the variants and the reference at these dt alone; the scale stays the reference table's
+        rows = {label: {dt: runs for dt, runs in scores.items() if any(archive.same_value(dt, wanted)
+                                                                       for wanted in options.dts)}
+                for label, scores in rows.items()}  # fmt: skip
     reference = rows[options.reference_label]
     dts = sorted(reference, reverse=True)
     if not all(rows.values()) or any(set(scores) - set(dts) for scores in rows.values()):

@@ -53,16 +53,16 @@ class RunArgs:
     capture_video: bool = False
     """record one evaluation episode at evaluations 0, 1, 4, 16, ... and at the end to runs/<run_name>/videos/"""
     checkpoint_every: float | None = None
-    """every this many physical seconds, save the whole training state to runs/<run_name>/checkpoint.pt (the
-    latest only, for --resume; also at the end) and the model to runs/<run_name>/checkpoints/<time>s.pt"""
+    """every this many physical seconds (and at the end), save the model to runs/<run_name>/checkpoints/<time>s.pt;
+    and the whole training state to runs/<run_name>/checkpoint.pt (the latest only, for --resume)"""
     resume: str | None = None
-    """continue runs/<run_name> from its checkpoint.pt, in its folder and with its own arguments; a larger
-    --total-time extends it"""
+    """continue runs/<run_name> from its checkpoint.pt, in its folder and with its own arguments;
+    a larger --total-time extends it"""
     env_workers: int = 1
     """processes stepping the training envs, each its share (the same numbers at any count); 1: this process"""
     eval_in_background: bool | None = None
-    """evaluate a copy of the policy in a thread while training goes on (the same evals.csv); None: on a GPU run,
-    off on the CPU (where it saved nothing measurable: docs/common.md)"""
+    """evaluate a copy of the policy in a thread while training goes on (the same evals.csv);
+    None: on a GPU run, off on the CPU (where it saved nothing measurable: docs/common.md)"""
 
 
 def parse_args(args_class, description, script):
@@ -195,7 +195,12 @@ def buffer_rows(args, dt):
     """Replay capacity in transitions: --buffer-time physical seconds at this dt (the paper's Discussion: a
     buffer of a fixed number of transitions covers less physical time as dt shrinks), and never more than
     the run collects."""
-    return min(round(args.buffer_time / dt), whole_rounds(args, dt) * args.num_envs * args.steps_per_round)
+    return min(round(args.buffer_time / dt), collected_rows(args, dt))
+
+
+def collected_rows(args, dt):
+    """Transitions the run collects: every env's steps over its whole rounds."""
+    return whole_rounds(args, dt) * args.num_envs * args.steps_per_round
 
 
 def check_memory(args, dt, row_floats, device):

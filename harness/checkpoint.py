@@ -4,6 +4,7 @@ checkpoint.pt holds all that --resume needs to go on as if never stopped, one di
 strings, lists, dicts: torch.load(weights_only=True) reads it without running code):
 
     script, run_name, device, wandb_id   which run it is and where it ran (a run resumes on the device it ran on)
+    torch_threads                        torch's thread count (a resumed run keeps it: harness/threads.py)
     args                                 its arguments (--resume takes them as the run's own)
     counters                             the clock's and the logs' COUNTERS, and the wall time so far
     state                                each of the script's objects by its state_dict: networks, optimizer, replay
@@ -39,7 +40,7 @@ def write_checkpoint(run_dir, *, script, run_name, args, device, wandb_id, count
     """runs/<run_name>/checkpoint.pt: all that --resume needs to go on as if never stopped (the module's docstring
     says what each key holds)."""
     checkpoint = {"script": script, "run_name": run_name, "args": vars(args), "device": device.type,
-                  "wandb_id": wandb_id, "counters": counters,
+                  "torch_threads": torch.get_num_threads(), "wandb_id": wandb_id, "counters": counters,
                   "state": {name: thing.state_dict() for name, thing in state.items()},
                   "envs": env_states(envs), "obs": torch.from_numpy(obs),
                   "eval_envs": [env_state(env) for env in eval_envs.envs], "random": random_state(device),
@@ -85,6 +86,7 @@ class Resumed:
     def __init__(self, checkpoint):
         self.run_name, self.device, self.wandb_id = checkpoint["run_name"], checkpoint["device"], checkpoint["wandb_id"]
         self.args, self.counters = checkpoint["args"], checkpoint["counters"]
+        self.torch_threads = checkpoint.get("torch_threads")  # None: a checkpoint from before it was recorded
         self.csv_bytes = checkpoint["evals_csv_bytes"], checkpoint["diagnostics_csv_bytes"]
         self.saved = checkpoint
 

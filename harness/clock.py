@@ -70,11 +70,16 @@ class Clock:
 class Preemption:
     """SIGTERM (Slurm, cloud spot machines and `wandb agent` stop a job with it) asks the training loop to save a
     checkpoint once the round, evaluation or checkpoint in flight is over, and stop; Ctrl-C (SIGINT) stops it at
-    once, but for an evaluation in the background, which the run's end waits for (a second Ctrl-C drops it)."""
+    once, but for an evaluation in the background, which the run's end waits for (a second Ctrl-C or a SIGTERM
+    drops it)."""
 
     def __init__(self):
-        self.requested = False
+        self.signals = 0  # the SIGTERMs received: a wait at the run's end stops at one that comes while it waits
         signal.signal(signal.SIGTERM, self._request)
 
+    @property
+    def requested(self):
+        return self.signals > 0
+
     def _request(self, signum, frame):
-        self.requested = True
+        self.signals += 1

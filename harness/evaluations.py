@@ -3,7 +3,9 @@ CPU, and its row of evals.csv carries that round's counters. With --eval-in-back
 thread while training goes on, and each row is written as its evaluation ends: the same evals.csv, since the copy
 is taken at the same round, the evaluation envs are the thread's alone and it draws from none of the training's
 generators. One evaluation at a time: the next, a checkpoint and the run's end wait for the one in flight, so that
-a wait lasts one evaluation at most and one copy of the policy is held. The seconds training spent on evaluations
+a wait lasts one evaluation at most and one copy of the policy is held (at a run's end after a Ctrl-C or an error,
+a second Ctrl-C or a SIGTERM ends the wait, and after an error a time limit: Evaluations.finish). The seconds
+training spent on evaluations
 (running them at once, copying the policy, waiting for the thread) are Logs.eval_wait_seconds, beside the seconds
 the evaluations took to play (Logs.eval_seconds)."""
 
@@ -11,9 +13,16 @@ import concurrent.futures
 import contextlib
 import copy
 import ctypes
+import math
 import queue
+import sys
 import threading
 import time
+import traceback
+
+# After an error in training, the run's end waits for the evaluation in flight at most this long, or twice the run's
+# longest evaluation if that is longer: an evaluation stuck for good does not hold the error's end up for ever.
+ERROR_WAIT_SECONDS = 60
 
 
 def policy_copy(networks):
@@ -79,6 +88,8 @@ class Evaluations:
         self.evaluate, self.logs = evaluate, logs
         self.thread = EvaluationThread() if background else None
         self.in_flight = None  # (future, the round's counters) of the evaluation playing in the thread
+        self.longest = 0.0  # the seconds the run's longest evaluation so far took to play
+        self.error = None  # the error of the evaluation in flight at a run's end by Ctrl-C or an error (finish)
 
     def begin(self, networks, clock, start_time, wait=False):
         """An evaluation of the networks' policy as it is now, with the clock's counters now: played at once, or in the
@@ -97,30 +108,62 @@ class Evaluations:
         with self._waiting():
             self._log_in_flight(start_time, wait)
 
-    def finish(self, start_time, error_type):
+    def finish(self, start_time, error_type, preemption=None):
         """At the run's end, however it ended (`error_type`, None if it finished): log the evaluation in flight, once
-        it ends. After an error, one of the evaluation is not raised over it. A Ctrl-C while it waits (the second,
-        where one stopped the run) drops it, stopped in the thread as the main thread stops one, and the run's end
-        goes on at once."""
-        if error_type is KeyboardInterrupt and self.in_flight is not None:
-            self.logs.console.print("waiting for the evaluation in flight (Ctrl-C again: stop without it)")
-        try:
+        it ends. After a Ctrl-C or an error, the wait ends without it (stopped in the thread, as the main thread stops
+        one) at a Ctrl-C (the second, where one stopped the run) or a SIGTERM (counted by `preemption`,
+        harness/clock.py) that comes while it waits, and after an error in training once it has waited
+        ERROR_WAIT_SECONDS, or twice the run's longest evaluation if that is longer. There, the evaluation's own error
+        is not raised over the one that ended the run: it is printed with its traceback and kept in `self.error`, for
+        Loop.end."""
+        if self.in_flight is None:
+            return
+        if error_type is None:
             self.log_ended(start_time, wait=True)
-        except KeyboardInterrupt:
-            if self.in_flight is not None:
-                self.thread.interrupt(self.in_flight[0])
-            self.in_flight = None
-            self.logs.console.print("interrupted again: the evaluation in flight is dropped")
-        except Exception:
-            if error_type is None:
-                raise
+            return
+        if error_type is KeyboardInterrupt:
+            limit = math.inf
+            self.logs.console.print("waiting for the evaluation in flight (Ctrl-C again: stop without it)")
+        else:
+            limit = max(ERROR_WAIT_SECONDS, 2 * self.longest)
+            self.logs.console.print(f"waiting for the evaluation in flight, {limit:.0f} s at most (Ctrl-C or SIGTERM: "
+                                    "stop without it)")  # fmt: skip
+        future, deadline, signals = self.in_flight[0], time.time() + limit, preemption.signals if preemption else 0
+        with self._waiting():
+            try:
+                while not future.done() and time.time() < deadline:
+                    if preemption is not None and preemption.signals > signals:
+                        return self._drop("SIGTERM: the evaluation in flight is dropped")
+                    concurrent.futures.wait([future], timeout=min(0.1, deadline - time.time()))
+            except KeyboardInterrupt:
+                return self._drop("interrupted again: the evaluation in flight is dropped")
+            if not future.done():
+                return self._drop(f"the evaluation in flight has not ended {limit:.0f} s after the error: dropped")
+            try:
+                self._log_in_flight(start_time, wait=True)
+            except Exception as error:
+                self.error = error
+                print("error: the evaluation in flight failed:", file=sys.stderr)
+                traceback.print_exception(error, file=sys.stderr)
+
+    def exit_if_failed(self, run_dir):
+        """After a Ctrl-C, once the run's logs and run.json are written: exit with status 1 if the evaluation in flight
+        failed (finish printed its traceback). It went unsaid: the run exited 0 with an empty stderr."""
+        if self.error is not None:
+            sys.exit(f"error: the evaluation in flight failed ({type(self.error).__name__}: {self.error}); the rows "
+                     f"before it and run.json are kept in {run_dir}")  # fmt: skip
+
+    def _drop(self, message):
+        self.thread.interrupt(self.in_flight[0])
+        self.in_flight = None
+        self.logs.console.print(message)
 
     def _log_in_flight(self, start_time, wait):
         if self.in_flight is not None and (wait or self.in_flight[0].done()):
             future, counters = self.in_flight
-            result = future.result()  # (a Ctrl-C while it waits leaves it in flight, for finish)
-            self.in_flight = None
-            self._log(result, counters, start_time)
+            concurrent.futures.wait([future])  # (a Ctrl-C while it waits leaves it in flight, for finish)
+            self.in_flight = None  # ended: its error, if any, is raised once, here
+            self._log(future.result(), counters, start_time)
 
     @contextlib.contextmanager
     def _waiting(self):
@@ -137,4 +180,5 @@ class Evaluations:
 
     def _log(self, result, counters, start_time):
         (scaled_return, seconds), (physical_time, env_steps, updates) = result, counters
+        self.longest = max(self.longest, seconds)
         self.logs.evaluation_row(scaled_return, seconds, time.time() - start_time, physical_time, env_steps, updates)

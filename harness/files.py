@@ -47,34 +47,57 @@ def new_run_dir(run_name, runs="runs"):
 
 
 def claim_run_dir(run_dir):
-    """Hold runs/<run_name> for this process while it lives (an OS lock, released however the process ends): a
-    second process for the same folder, such as a --resume of a run still going, gets a ValueError. On a file
-    system without locks the run goes on unheld, and says so in one line."""
-    lock = open(os.path.join(run_dir, "running.lock"), "a+")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.seek(0)
-        raise ValueError(f"{run_dir} is in use by another process (pid {lock.read().strip() or '?'}): wait for it to "
-                         "stop, or stop it (SIGTERM saves a checkpoint)") from None  # fmt: skip
-    except OSError as error:  # a file system without locks (some network file systems): nothing can be held
-        print(
-            f"warning: {run_dir}: this file system has no locks ({error.strerror or error}), so nothing stops a "
-            "second process (a --resume of this run while it goes on) from writing to this run",
-            file=sys.stderr,
-        )
-        return lock
+    """Hold runs/<run_name> for this process while it lives (an OS lock on running.lock, released however the process
+    ends, and the file removed as it exits: release_run_dir): a second process for the same folder, such as a
+    --resume of a run still going, gets a ValueError. On a file system without locks the run goes on unheld, and
+    says so in one line."""
+    path = os.path.join(run_dir, "running.lock")
+    while True:
+        lock = open(path, "a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise ValueError(f"{run_dir} is in use by another process (pid {lock.read().strip() or '?'}): wait for it "
+                             "to stop, or stop it (SIGTERM saves a checkpoint)") from None  # fmt: skip
+        except OSError as error:  # a file system without locks (some network file systems): nothing can be held
+            print(
+                f"warning: {run_dir}: this file system has no locks ({error.strerror or error}), so nothing stops a "
+                "second process (a --resume of this run while it goes on) from writing to this run",
+                file=sys.stderr,
+            )
+            return lock
+        if held_at(path, lock):
+            break
+        lock.close()  # the file its last holder removed as it exited, after this process opened it: open it anew
     lock.truncate(0)
     lock.write(str(os.getpid()))
     lock.flush()
     return lock
 
 
+def held_at(path, lock):
+    """Whether `lock` (an open file) is the file at `path` now, not one removed since it was opened."""
+    try:
+        return os.path.samestat(os.fstat(lock.fileno()), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+def release_run_dir(run_dir, lock):
+    """At the process's exit: remove running.lock while still holding it, then let go of it, so that a run's folder
+    holds its results alone once it ends (a run killed outright leaves the file, which then holds no lock). A process
+    that opened it before the removal finds it gone once it gets the lock, and opens a new one (claim_run_dir)."""
+    path = os.path.join(run_dir, "running.lock")
+    if not lock.closed and held_at(path, lock):
+        os.remove(path)
+    lock.close()
+
+
 def remove_run_dir(run_dir, lock):
     """Give back a new run's folder that nothing was written to (a run that stops before it starts): the folder
     goes, and runs/ too if that leaves it empty."""
-    lock.close()
-    os.remove(os.path.join(run_dir, "running.lock"))
+    release_run_dir(run_dir, lock)
     os.removedirs(run_dir)
 
 

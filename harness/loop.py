@@ -140,14 +140,14 @@ class Loop:
                        device=run.device, wandb_id=run.wandb_id, code=run.code, **results)  # fmt: skip
 
     def end(self, error_type, error):
-        """The end of the run, however the loop ended: Ctrl-C keeps what was logged; model.pt, run.json, W&B.
-        A dead env worker ends the run with its one-line error; other errors go on up as they are (False)."""
+        """The end of the run, however it ended: Ctrl-C keeps what was logged; model.pt, run.json, W&B. stopped_by
+        "SIGTERM" once its checkpoint is saved. A dead env worker ends it in one line; other errors go on up (False)."""
         self.logs.progress.stop()
         if isinstance(self.envs, EnvWorkers):
             self.envs.close()
         if error_type is KeyboardInterrupt:
             self.logs.console.print("interrupted: keeping what was logged")
-        self.evaluations.finish(self.start_time, error_type)  # the one in flight is kept, unless Ctrl-C drops it
+        self.evaluations.finish(self.start_time, error_type, self.run.preemption)  # the one in flight, if it ends
         if error_type is EnvWorkerError:
             sys.exit(f"error: {error}")
         self.logs.close()
@@ -157,7 +157,7 @@ class Loop:
         if run.args.save_model:
             self._save_model(os.path.join(run.run_dir, "model.pt"), self.final_eval_envs)
         wall_time, path = time.time() - self.start_time, os.path.join(run.run_dir, CHECKPOINT)
-        stopped_by = None if self.completed else "SIGTERM" if run.preemption.requested else "Ctrl-C"
+        stopped_by = None if self.completed else "Ctrl-C" if error_type is KeyboardInterrupt else "SIGTERM"
         self._write_run_info(completed=self.completed, physical_time=clock.physical_time, env_steps=clock.env_steps,
                              updates=clock.updates, wall_time=wall_time, eval_wall_time=logs.eval_seconds,
                              eval_wait_time=logs.eval_wait_seconds, final_scaled_return=logs.last_eval,

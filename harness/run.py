@@ -16,16 +16,17 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from harness.args import buffer_rows, parse_args, settle_args
+from harness.args import buffer_rows, collected_rows, parse_args, settle_args
 from harness.checkpoint import load_model, restore_model
 from harness.clock import Preemption
 from harness.envs import make_vector_env
 from harness.evaluations import policy_copy
-from harness.files import claim_run_dir, new_run_dir, remove_if_never_started, remove_run_dir
+from harness.files import claim_run_dir, new_run_dir, release_run_dir, remove_if_never_started, remove_run_dir
 from harness.logs import finish_wandb, start_wandb
 from harness.loop import Loop
 from harness.run_info import code_history
 from harness.settings import settings_help
+from harness.threads import choose_threads
 from harness.videos import EvaluationVideos
 
 
@@ -40,7 +41,7 @@ class Run:
         harness names the scripts for its actions); make the run folder and start W&B; seed every generator; make
         the evaluation envs (`self.eval_envs`) and a probe env (`self.probe`)."""
         self.script, self.script_file = os.path.basename(script_file), script_file
-        args, self.resumed = parse_args(args_class, description + "\n" + settings_help(), self.script)
+        args, self.resumed = parse_args(args_class, description + "\n" + settings_help(args_class), self.script)
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (read when CUDA starts)
         self.args, self.device = args, torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
         if self.resumed and self.resumed.device != self.device.type:
@@ -51,6 +52,10 @@ class Run:
             self.probe, self.dt = settle_args(args, self.model, action_space, check_args, self.device)
         except (ValueError, gym.error.Error) as error:
             sys.exit(f"error: {error}")
+        # One thread per core that other processes leave idle (harness/threads.py), unless OMP_NUM_THREADS is set
+        threads_note = choose_threads(self.resumed is not None, self.resumed and self.resumed.torch_threads)
+        if threads_note:
+            print(threads_note, flush=True)
         # From here on SIGTERM stops the run at its next whole state, with a checkpoint (--eval-model: at once). Set
         # before the run folder is made: a SIGTERM that came between the two left a folder holding only running.lock.
         self.preemption = None if args.eval_model else Preemption()
@@ -58,6 +63,7 @@ class Run:
         seed_everything(args.seed, self.device)
         self.eval_envs = make_vector_env(args, self.dt, args.num_eval_envs, args.seed + args.num_envs)
         self.replay_rows = buffer_rows(args, self.dt)
+        self.collected_rows = collected_rows(args, self.dt)  # every transition the run collects
 
     def _open_run_dir(self):
         """runs/<run_name>, held by this process (a new run's made now: one started in the same second gets a name of
@@ -75,6 +81,7 @@ class Run:
         if not args.eval_model:
             try:
                 self.run_lock = claim_run_dir(self.run_dir)  # held until the process ends: no second writer
+                atexit.register(release_run_dir, self.run_dir, self.run_lock)  # running.lock goes as it exits
                 # The commits that ran it (run.json's "code"), read in the script's folder: this one, after a
                 # resumed run's earlier ones.
                 self.code = code_history(self.run_dir, self.script_file)
@@ -136,8 +143,12 @@ class Run:
         return self
 
     def __exit__(self, error_type, error, traceback):
-        """The end of the run, however the loop ended (Loop.end)."""
-        return self.loop.end(error_type, error)
+        """The end of the run, however the loop ended (Loop.end); after a Ctrl-C, once the rest is written, an error of
+        the evaluation in flight ends the process with status 1."""
+        handled = self.loop.end(error_type, error)
+        if handled:
+            self.loop.evaluations.exit_if_failed(self.run_dir)
+        return handled
 
 
 def seed_everything(seed, device):

@@ -1,7 +1,10 @@
 """The per-environment settings: the defaults every script (and the sweep files) takes for every argument left
 unset, the paper's settings (appendix "Environment dependent hyperparameters") and this project's budgets and replay
-memory, in physical seconds. `Run` fills them in (harness/args.py, `settle_args`); `settings_help()` prints them as a
-table in each script's --help; docs/common.md shows the same table (a test checks it)."""
+memory, in physical seconds. `Run` fills them in (harness/args.py, `settle_args`); `settings_help(Args)` prints them
+as a table in each script's --help, the columns of the script's own flags; docs/common.md shows the same table, every
+column (a test checks it)."""
+
+import dataclasses
 
 from gymnasium.envs.mujoco import MujocoEnv
 
@@ -41,10 +44,13 @@ def env_settings(env):
     return {**settings, "buffer_time": NATIVE_BUFFER_TRANSITIONS * env.get_wrapper_attr("ref_dt")}
 
 
-def settings_help():
-    """The table of env_settings as text, for the scripts' --help."""
+def settings_help(args_class):
+    """The table of env_settings as text, for the --help of a script whose arguments are `args_class` (a dataclass):
+    the columns of the flags it has only (the discrete scripts have no --policy-learning-rate, DAU no --tau)."""
+    flags = {field.name for field in dataclasses.fields(args_class)}
     columns = {"total_time": "total-time", "eval_every": "eval-every", "buffer_time": "buffer-time",
                "normalize_obs": "normalize", "policy_learning_rate": "policy-lr", "tau": "tau"}  # fmt: skip
+    columns = {key: header for key, header in columns.items() if key in flags}
     rows = [(name, settings) for name, settings in ENV_SETTINGS.items() if name != "BipedalWalkerHardcore"]
     rows += [("other MuJoCo", {**MUJOCO_SETTINGS, "buffer_time": "1e6 steps"}),
              ("other", {**OTHER_SETTINGS, "buffer_time": "1e6 steps"})]  # fmt: skip

@@ -19,9 +19,9 @@ What is ours: the seeds (their code sets none: Python's, NumPy's and torch's gen
 seed drawn from it), the budget and the evaluation schedule in physical seconds summed over the envs, as in our runs
 (rounds of 10 vector steps; their learning step every 10 steps is counted by the agent, so where `train` is cut into
 epochs changes nothing it computes), and the scaled return, their evaluation's mean return times dt / 0.02.
-Their evaluation scores as ours does (the first episode's return within one time limit, the deterministic policy)
-and differs in two ways: 64 evaluation envs (ours: 8), and envs that step on from one evaluation to the next instead
-of starting from seeds fixed by the evaluation's index.
+Their evaluation scores as ours does (the first episode's return within one time limit, the deterministic policy; each
+evaluation resets every evaluation env, whose generator was seeded once, at the run's start) and differs in one way
+only: 64 evaluation envs (ours: 8).
 """
 
 import csv

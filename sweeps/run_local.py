@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -345,6 +345,7 @@ def main(options):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     running, lock, failures, skipped, paused, stopping = set(), threading.Lock(), [], [], [], threading.Event()
     elsewhere = []  # points another call was running
+    interrupted = []  # runs stopped by a SIGINT of their own, not by this call: neither finished nor at a SIGTERM stop
     start = time.time()
     deadline = start + options.hours * 3600 if options.hours else math.inf
 
@@ -405,7 +406,8 @@ def main(options):
             skipped.append(name)
             progress.console.print(f"stopped {name} in its start-up: the next call starts it again", soft_wrap=True)
         elif returncode == 0 and any(line.startswith("interrupted") for line in lines):
-            progress.console.print(f"stopped {name}: its evaluations so far are kept", soft_wrap=True)
+            interrupted.append(name)
+            progress.console.print(f"stopped {name} by a SIGINT: its evaluations so far are kept", soft_wrap=True)
         elif returncode == 0:
             endings = [line.split(": ", 1)[1] for line in lines if ": scaled return" in line]
             progress.console.print(f"done    {name}: {endings[-1] if endings else ''}", soft_wrap=True)
@@ -451,8 +453,13 @@ def main(options):
         task = progress.add_task("runs", total=len(todo))
         pool = ThreadPoolExecutor(max_workers=options.workers)
         try:
-            for future in [pool.submit(work, progress, task) for _ in range(options.workers)]:
-                future.result()
+            # A worker's error stops the call as soon as it is raised, whichever worker: waited for one by one, it
+            # went unnoticed while an earlier worker's runs went on (the call ran a worker short, its point dropped).
+            futures = [pool.submit(work, progress, task) for _ in range(options.workers)]
+            wait(futures, return_when=FIRST_EXCEPTION)  # all of them done, or one raised
+            for future in futures:
+                if future.done():
+                    future.result()  # a worker's error is raised here
         except (KeyboardInterrupt, Exception) as error:  # Ctrl-C, or a worker's error
             stopping.set()  # the workers start no other run
             with lock:
@@ -466,7 +473,7 @@ def main(options):
     for job in pending:  # the deadline came before they started
         skipped.append(describe(*job))
         print(f"skipped {skipped[-1]}: the deadline came before it started")
-    finished = len(todo) - len(failures) - len(skipped) - len(paused) - len(elsewhere)
+    finished = len(todo) - len(failures) - len(skipped) - len(paused) - len(elsewhere) - len(interrupted)
     print(f"{finished} runs finished, {len(failures)} failed, in {time.time() - start:.0f} s")
     limit = f" (--hours {options.hours:g})" if options.hours else ""  # or a SIGTERM from elsewhere
     if paused:
@@ -475,6 +482,9 @@ def main(options):
         print(f"{len(skipped)} runs not started{limit}: run the same command again to go on")
     if elsewhere:
         print(f"{len(elsewhere)} runs left to another call on runs/, which ran or runs them")
+    if interrupted:
+        print(f"{len(interrupted)} runs interrupted by a SIGINT sent to them: run the same command again to go on from "
+              "their last checkpoint, or to start again those without one")  # fmt: skip
     if failures:
         sys.exit(1)
 

@@ -312,6 +312,10 @@ def test_compare_sets_variants_beside_the_reference_and_refuses_what_it_cannot_c
     assert rows[2].startswith("| paper's DAU (n=2,2) | -190.0 [-200.0, -180.0] | -190.0 [-200.0, -180.0] | 1.00 [")
     assert rows[3] == "| v (n=2,0) | -90.0 [-100.0, -80.0] | — | — | — | — |"  # no ratios over part of the dt
     assert rows[4] == "| P(v > paper's DAU) | 1.00 [1.00, 1.00] | — | | | |"
+    # --dts: the folders at those dt alone, on the reference table's scale: the variant's verdict over dt 0.01 only
+    only = compare.comparison_table(dataclasses.replace(options, dts=(0.01,))).splitlines()
+    assert only[0].count("| dt ") == 1 and only[2].startswith("| paper's DAU (n=2) | -190.0 [-200.0, -180.0] |")
+    assert "dt 0.01 +" in only[-1] and "no verdict" not in only[-1] and "no verdict" in rows[-1]
     write_run(tmp_path / "variant", "dau_discrete.py", 0.002, 1, [-1400, -100, -100])
     with pytest.raises(SystemExit, match="at the reference's dt"):
         compare.comparison_table(options)

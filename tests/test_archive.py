@@ -148,7 +148,8 @@ def test_a_grid_point_is_what_its_run_computes():
     research = archive.resolved_args("dau_discrete_research.py", {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1})
     assert run_identity("dau_discrete_research.py", research) == point  # the research variant, its options off
     for option in ({"terminal_rows": 64}, {"value_horizon": 0.05}, {"advantage_rate_clip": 2000.0},
-                   {"exploration": "ou-scaled"}, {"learning_rate_reference_dt": 0.01}):  # fmt: skip
+                   {"exploration": "ou-scaled"}, {"learning_rate_reference_dt": 0.01},
+                   {"buffer_transitions": 1_000_000}):  # fmt: skip
         assert run_identity("dau_discrete_research.py", research | option) != point, option
         # The variants it merged (their kept runs keep their names): the same grid point, option on or off.
         for merged in archive.MERGED:

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, read_csv
 
 from analysis import robustness, scores, spread, tables
 from harness.settings import ENV_SETTINGS
@@ -356,6 +356,39 @@ def test_the_reproduction_page_counts_the_cartpole_dau_runs_on_file():
                                   sum(args.get("round_seconds") == 0.1 for args in runs)]  # fmt: skip
 
 
+def test_the_cartpole_page_says_when_the_kept_runs_first_reach_500():
+    """docs/dau_discrete.md's sentence on CartPole at dt 0.01, recomputed from the kept runs at the default arguments
+    (the 1800-s grid's, without --round-seconds): the seeds, those at 500 by the evaluation at 307 s, the median and
+    the latest first time at 500, and the wall time then (it said "after about 300 physical seconds", which 7 of 15
+    runs do)."""
+    text = " ".join((ROOT / "docs" / "dau_discrete.md").read_text().split())
+    sentence = (r"At dt 0\.01, each of the (\d+) seeds kept at the default arguments .*? reaches CartPole's "
+                r"maximal scaled return of 500 at some evaluation: (\d+) of them by 307 s, the median at (\d+) s, the "
+                r"slowest at (\d+) s \((\d+) to (\d+) s of wall time")  # fmt: skip
+    seeds, early, median, slowest, fastest_wall, slowest_wall = map(int, re.search(sentence, text).groups())
+    firsts, kept_seeds = [], set()  # (physical time, wall time) of each run's first evaluation at 500
+    for path in RESULTS.glob("CartPole-v1__dau_discrete__dt0.01__*/run.json"):
+        args = json.loads(path.read_text())["args"]
+        if args["total_time"] == 1800 and args.get("round_seconds") is None:
+            rows = [row for row in read_csv(path.parent / "evals.csv") if float(row["scaled_return"]) >= 500]
+            firsts.append((float(rows[0]["physical_time"]), float(rows[0]["wall_time"])))
+            kept_seeds.add(args["seed"])
+    times = sorted(time for time, _ in firsts)
+    assert seeds == len(firsts) == len(kept_seeds) and early == sum(time <= 307.2 for time in times)
+    assert median == round(times[len(times) // 2]) and slowest == round(times[-1])
+    walls = [wall for _, wall in firsts]
+    assert (fastest_wall, slowest_wall) == (round(min(walls)), round(max(walls)))
+
+
+def test_the_paper_is_cited_by_its_printed_names_not_its_latex_labels():
+    """The scripts and the pages name the paper's parts as it prints them: the discrete algorithm is "Alg. 1", not
+    also its caption ("Alg. "Deep Advantage Updating (Discrete actions)"") or a LaTeX label ("(eq. orn_uhl)": the
+    Ornstein-Uhlenbeck process is Sec. 4.2's)."""
+    label = re.compile(r"\beq\. [a-z]+_[a-z_]+|\b(?:eq|alg|sec|subsec|thm|th|fig|lem):[a-z_]+|Alg\. \"Deep Advantage")
+    for path in [*PAGES, *ROOT.glob("*.py")]:
+        assert not label.findall(path.read_text()), (path.name, label.findall(path.read_text()))
+
+
 TEST_COUNT = re.compile(r"\b\d+ (?:tests?|passed|skipped|failed|deselected)\b")
 
 
@@ -375,7 +408,7 @@ def test_the_headline_commands_gpu_runs_are_what_their_files_say():
     last, final = f"{returns[-1]:.2f}", f"{sum(returns[-3:]) / 3:.1f}"
     readme = " ".join((ROOT / "README.md").read_text().split())
     reproduce = " ".join((ROOT / "docs" / "reproduce.md").read_text().split())
-    assert f"ends at {last}, a final return of {final}, below every CPU run's" in readme
+    assert f"its last evaluation is {last} and its final return {final}, below every CPU run's" in readme
     assert f"its last evaluation is {last} and its final return (mean of the last three) {final}" in reproduce
     table = reproduce.split(spread.PAGE_MARKERS[0])[1].split(spread.PAGE_MARKERS[1])[0]
     cpu_finals = [float(row.split("|")[6]) for row in table.split("| docs/results")[1:]]
@@ -387,7 +420,7 @@ def test_the_headline_commands_gpu_runs_are_what_their_files_say():
     assert f"go from {min(gpu):.1f} to {max(gpu):.1f}, against {min(cpu):.1f} to {max(cpu):.1f}" in reproduce
     workers = re.search(r"So on a GPU machine, pass `--env-workers (\d+)`", " ".join(
         (ROOT / "docs" / "common.md").read_text().split())).group(1)  # fmt: skip
-    assert f"| 16-core H200 machine, `--env-workers {workers}`" in readme
+    assert f"16-core H200 machine with `--env-workers {workers}`" in readme
 
 
 CODE_GLOBS = ("*.py", "harness/*.py", "analysis/*.py", "sweeps/*.py", "sweeps/*/*.yaml", "tests/*.py", "tests/*.sh")

@@ -5,6 +5,7 @@ checkpoints, the parts' sizes, and the defects each fixed with a test that faile
 import ast
 import contextlib
 import errno
+import importlib.util
 import json
 import math
 import os
@@ -13,10 +14,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import gymnasium as gym
 import mujoco
 import numpy as np
 import psutil
@@ -37,6 +40,7 @@ from helpers import (
 )
 
 import dau_discrete
+import harness.evaluations
 import harness.files
 from dt_wrappers import PhysicalTime, make_env
 from harness.args import buffer_rows, set_round_seconds
@@ -118,6 +122,91 @@ def test_run_json_is_replaced_whole_or_not_at_all(tmp_path):
     assert json.loads(path.read_text()) == {"completed": False}
     save_json({"completed": True, "updates": 50}, str(path))
     assert json.loads(path.read_text()) == {"completed": True, "updates": 50}
+
+
+def test_a_run_folder_holds_running_lock_while_the_run_goes_on_and_not_after(tmp_path):
+    """running.lock, with the pid, while the run goes on; removed as the process exits, however the run ended (here
+    stopped by SIGTERM), so that a finished run's folder holds its results alone, as a CleanRL or SB3 user expects
+    (issue 78: it stayed)."""
+    args = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "400"]
+    process = ScriptProcess("dqn_baseline.py", *args, cwd=tmp_path)
+    assert wait_for(lambda: bool(locks := list(tmp_path.glob("runs/*/running.lock"))) and locks[0].read_text(),
+                    process)  # fmt: skip
+    (lock,) = tmp_path.glob("runs/*/running.lock")
+    assert lock.read_text() == str(process.pid)
+    process.send_signal(signal.SIGTERM)
+    returncode, stdout, stderr = process.communicate(timeout=120)
+    assert returncode == 0 and "stopped by SIGTERM" in stdout, stderr
+    assert sorted(path.name for path in lock.parent.iterdir()) == ["checkpoint.pt", "diagnostics.csv", "evals.csv",
+                                                                    "run.json"]  # fmt: skip
+
+
+def test_a_process_that_opened_running_lock_as_its_holder_removed_it_holds_a_new_one(tmp_path, monkeypatch):
+    """release_run_dir removes running.lock while it still holds it: a process that opened the file before that and
+    gets its lock after finds the file gone and takes a new one, so that no two processes both hold the folder."""
+    from harness.files import release_run_dir
+
+    first, released, flock = claim_run_dir(str(tmp_path)), [], harness.files.fcntl.flock
+
+    def released_meanwhile(file, operation):  # the holder exits between this process's open and its lock
+        if file is not first and not released:
+            released.append(release_run_dir(str(tmp_path), first))
+        return flock(file, operation)
+
+    monkeypatch.setattr(harness.files.fcntl, "flock", released_meanwhile)
+    second = claim_run_dir(str(tmp_path))
+    assert released and first.closed and os.path.samestat(os.fstat(second.fileno()), os.stat(tmp_path / "running.lock"))
+    with pytest.raises(ValueError, match=f"in use by another process \\(pid {os.getpid()}\\)"):
+        claim_run_dir(str(tmp_path))
+    release_run_dir(str(tmp_path), second)
+    assert not (tmp_path / "running.lock").exists() and second.closed
+
+
+# Each script's flags among the per-environment table's last two columns (its first four every script has).
+OWN_COLUMNS = {"dau_continuous.py": ["policy-lr"], "ddpg_baseline.py": ["policy-lr", "tau"], "dau_discrete.py": [],
+               "dqn_baseline.py": ["tau"], "dau_discrete_research.py": [],
+               "dau_continuous_horizon.py": ["policy-lr"]}  # fmt: skip
+
+
+def script_module(script, monkeypatch):
+    """The script imported as a module, in sys.modules while the test runs (tyro reads its Args' source there)."""
+    spec = importlib.util.spec_from_file_location(Path(script).stem, ROOT / script)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("script", OWN_COLUMNS)
+def test_the_help_shows_the_per_environment_defaults_of_the_scripts_own_flags(script, monkeypatch, capsys):
+    """--help's table of per-environment defaults has a column for each flag the script has and none other: the
+    discrete scripts have no --policy-learning-rate, DAU has no --tau (no target network); both were shown."""
+    module = script_module(script, monkeypatch)
+    monkeypatch.setattr(sys, "argv", [script, "--help"])
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as exited:
+        module.Run(module.Args, description=module.__doc__, script_file=module.__file__, action_space=gym.spaces.Space,
+                   check_args=module.check_args)  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    title = "Per-environment defaults of the arguments left at None (harness/settings.py; seconds):"
+    header = lines[lines.index(title) + 1]
+    assert exited.value.code == 0 and header.split() == ["env", "total-time", "eval-every", "buffer-time", "normalize",
+                                                         *OWN_COLUMNS[script]]  # fmt: skip
+
+
+@pytest.mark.parametrize("script", OWN_COLUMNS)
+def test_a_flags_help_breaks_a_line_only_between_clauses(script):
+    """tyro keeps each line break of a flag's docstring in --help (the next line begins with its indentation), so a
+    docstring that ran on mid-sentence printed a line cut there, at any terminal width (--eval-in-background: "None:
+    on a GPU run," then "off on the CPU"). Each line of every flag's docstring, the shared flags' (harness/args.py)
+    and the script's, but the last ends a clause."""
+    for path, name in ((ROOT / "harness" / "args.py", "RunArgs"), (ROOT / script, "Args")):
+        (args_class,) = [node for node in ast.walk(ast.parse(path.read_text()))
+                         if isinstance(node, ast.ClassDef) and node.name == name]  # fmt: skip
+        for field, doc in zip(args_class.body, args_class.body[1:], strict=False):
+            if isinstance(field, ast.AnnAssign) and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant):
+                lines = doc.value.value.splitlines()
+                assert all(line.rstrip().endswith((";", ".", ":")) for line in lines[:-1]), (path.name, lines)
 
 
 # --- The parts alone: the per-environment settings, videos, an env's state ---
@@ -412,6 +501,95 @@ def test_an_error_in_the_evaluation_thread_ends_the_run_with_it(tmp_path):
     assert json.loads(run_json.read_text())["completed"] is False
 
 
+# The run with its third evaluation, in the evaluation thread, failing once the file `fail` is there (60 s at most).
+FAILING_LATE = """
+import os, runpy, sys, threading, time
+sys.path.insert(0, {root!r})
+began = []
+
+
+def profile(frame, event, arg):
+    if frame.f_code.co_filename == {script!r} and frame.f_code.co_name == "evaluate" and event == "call":
+        began.append(None)
+        with open("began.txt", "a") as file:
+            file.write("began\\n")
+        if len(began) == 3:
+            deadline = time.time() + 60
+            while not os.path.exists("fail") and time.time() < deadline:
+                time.sleep(0.01)
+            raise RuntimeError("the third evaluation failed")
+
+
+sys.argv[0] = {script!r}
+threading.setprofile(profile)
+runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
+def test_an_evaluation_that_fails_after_a_ctrl_c_ends_the_run_with_its_error(tmp_path):
+    """Ctrl-C while the third evaluation plays in the background, which then fails: the run keeps what an interrupted
+    run keeps (the rows before it, run.json with stopped_by "Ctrl-C"), and then ends with the evaluation's error, its
+    traceback on stderr and exit status 1. The error vanished: the run exited 0 with an empty stderr (issue 78, D5)."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(FAILING_LATE.format(root=str(ROOT), script=str(ROOT / "dau_continuous.py")))
+    process = ScriptProcess(str(probe), *BACKGROUND_RUN, "--eval-in-background", "True", cwd=tmp_path, ctrl_c=True)
+    began, stdout = tmp_path / "began.txt", Path(process.files[0])
+    assert wait_for(lambda: began.exists() and len(began.read_text().splitlines()) >= 3, process)
+    process.send_signal(signal.SIGINT)
+    assert wait_for(lambda: "waiting for the evaluation in flight" in stdout.read_text(), process)
+    (tmp_path / "fail").touch()
+    returncode, out, err = process.communicate(timeout=60)
+    assert returncode == 1 and "interrupted: keeping what was logged" in out, out + err
+    assert "the evaluation in flight failed" in err and "RuntimeError: the third evaluation failed" in err, err
+    assert [row["physical_time"] for row in read_evals(tmp_path)] == ["0.000000", "1.200000"]
+    (run_json,) = tmp_path.glob("runs/*/run.json")
+    run = json.loads(run_json.read_text())
+    assert run["stopped_by"] == "Ctrl-C" and not run["completed"] and run["updates"] > 0
+
+
+# THIRD_EVALUATION (its third evaluation busy for 60 s) with an error in training once that evaluation has begun.
+TRAINING_ERROR = THIRD_EVALUATION.replace(
+    "sys.argv[0] =",
+    """import harness.loop
+end_round = harness.loop.Loop.end_round
+
+
+def end_round_or_fail(self, **kwargs):
+    if len(began) >= 3:
+        raise RuntimeError("an error in training")
+    end_round(self, **kwargs)
+
+
+harness.loop.Loop.end_round = end_round_or_fail
+sys.argv[0] =""",
+)
+
+
+@pytest.mark.slow
+def test_after_an_error_in_training_a_sigterm_ends_the_wait_for_the_evaluation_in_flight(tmp_path):
+    """An error in training while an evaluation plays in the background (kept busy for 60 s): the run's end waits for
+    it, saying so and for how long at most, and a SIGTERM then ends the wait, the evaluation dropped and the error
+    raised as it is. The wait had no limit and a SIGTERM only set a flag: a sweep's deadline could not stop the run
+    (issue 78, D7). A fresh interpreter, which exits as `python script.py` does."""
+    probe, outputs = tmp_path / "probe.py", [tmp_path / "stdout.txt", tmp_path / "stderr.txt"]
+    probe.write_text(TRAINING_ERROR.format(root=str(ROOT), script=str(ROOT / "dau_continuous.py"), busy=60))
+    with open(outputs[0], "w") as stdout, open(outputs[1], "w") as stderr:
+        process = subprocess.Popen([sys.executable, str(probe), *BACKGROUND_RUN, "--eval-in-background", "True"],
+                                   cwd=tmp_path, stdout=stdout, stderr=stderr)  # fmt: skip
+    try:
+        waiting = "waiting for the evaluation in flight, 60 s at most"
+        assert wait_for(lambda: waiting in outputs[0].read_text(), process, timeout=40), outputs[1].read_text()
+        sent = time.time()
+        process.send_signal(signal.SIGTERM)
+        returncode = process.wait(timeout=30)
+    finally:
+        process.kill()
+    stdout, stderr = (path.read_text() for path in outputs)
+    assert returncode == 1 and time.time() - sent < 20 and "RuntimeError: an error in training" in stderr, stderr
+    assert "SIGTERM: the evaluation in flight is dropped" in stdout
+    assert [row["physical_time"] for row in read_evals(tmp_path)] == ["0.000000", "1.200000"]
+
+
 def test_evaluations_play_in_the_background_by_default_on_a_gpu_only():
     """--eval-in-background left out (None, the scripts' default) is on for a GPU run and off on the CPU; given, it
     is what it says on either."""
@@ -459,6 +637,41 @@ def test_training_waits_for_one_evaluation_at_most_and_counts_its_wait():
     evaluations = Evaluations(evaluate, logs, background=False)
     evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
     assert logs.rows == [2.0] and logs.eval_wait_seconds >= logs.eval_seconds >= 0.2
+
+
+def test_after_an_error_the_end_waits_for_the_evaluation_in_flight_for_a_bounded_time(monkeypatch):
+    """After an error in training, Evaluations.finish waits for the evaluation in flight (here one that never ends by
+    itself) at most ERROR_WAIT_SECONDS (1 s here; twice the run's longest evaluation if that is longer), then drops
+    it, stopped in its thread, and says so; a SIGTERM that comes while it waits ends the wait at once. It waited
+    without limit (issue 78, D7)."""
+    monkeypatch.setattr(harness.evaluations, "ERROR_WAIT_SECONDS", 1.0, raising=False)
+    clock, printed, release = SimpleNamespace(physical_time=0.0, env_steps=0, updates=0), [], threading.Event()
+
+    def stuck(policy):  # in Python's code, so that the thread's interrupt stops it; 10 s at most
+        began = time.time()
+        while not release.is_set() and time.time() < began + 10:
+            time.sleep(0.01)
+        return 0.0
+
+    logs = CountingLogs()
+    logs.console = SimpleNamespace(print=printed.append)
+    evaluations = Evaluations(stuck, logs, background=True)
+    evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
+    began = time.time()
+    evaluations.finish(time.time(), RuntimeError)
+    assert 0.9 < time.time() - began < 5 and logs.rows == [] and evaluations.in_flight is None, printed
+    assert printed[-1] == "the evaluation in flight has not ended 1 s after the error: dropped", printed
+    monkeypatch.setattr(harness.evaluations, "ERROR_WAIT_SECONDS", 30.0)
+    preemption = SimpleNamespace(signals=1)  # one SIGTERM before the error: not one during the wait
+    evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
+    threading.Timer(0.5, lambda: setattr(preemption, "signals", 2)).start()
+    began = time.time()
+    evaluations.finish(time.time(), RuntimeError, preemption)
+    assert 0.4 < time.time() - began < 5 and printed[-1] == "SIGTERM: the evaluation in flight is dropped", printed
+    release.set()  # and one that ends in time is logged
+    evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
+    evaluations.finish(time.time(), RuntimeError, preemption)
+    assert logs.rows == [0.0] and printed[-1].startswith("waiting for the evaluation in flight, 30 s at most")
 
 
 def test_an_evaluation_copies_the_policy_alone():

@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from helpers import ScriptProcess
+from helpers import ROOT, ScriptProcess
 
 PROBE = """
 import atexit, json, os, random, sys, threading, time
@@ -102,3 +102,22 @@ def test_an_environment_that_the_servers_imports_read_gets_a_fresh_interpreter(p
     process = ScriptProcess(probe, "0", cwd=probe.parent / "work", env={"TORCHINDUCTOR_CACHE_DIR": str(probe.parent)})
     assert isinstance(process.process, subprocess.Popen)
     assert process.communicate(timeout=60)[0] == 0
+
+
+# The order in which the quick tier failed (issue 78): in one worker, a test that builds torch.optim.SGD in-process
+# (which imports torch._dynamo, which sets TORCHINDUCTOR_CACHE_DIR) after a script has started the server, then the
+# fork probes, which then got fresh interpreters.
+AFTER_DYNAMO = ["tests/test_sweeps.py::test_the_failure_boundary_table_and_figure_from_a_runs_checkpoint",
+                "tests/test_helpers.py::test_a_forked_script_runs_as_under_a_fresh_interpreter"]  # fmt: skip
+
+
+@pytest.mark.slow  # a pytest of its own: 20 s, a sixth of the quick tier's time on 2 cores
+def test_the_fork_probes_pass_after_a_test_that_imports_torch_dynamo_in_one_process():
+    """The order that failed, in a pytest of its own in one process (-n 0): each test leaves the environment that the
+    server's imports read as it found it (conftest.py), so the probe's script still starts from the server."""
+    # Without this worker's xdist variables, and without a TORCHINDUCTOR_CACHE_DIR, which torch._dynamo would then
+    # not change.
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("PYTEST_", "TORCHINDUCTOR_"))}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "-q", *AFTER_DYNAMO],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert result.returncode == 0 and "2 passed" in result.stdout, result.stdout[-3000:] + result.stderr[-2000:]

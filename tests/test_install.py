@@ -1,19 +1,21 @@
-"""The install files: the lock pins what the kept runs ran with; the docs' install commands name files that exist."""
+"""The install files: requirements.txt pins what the kept runs ran with, within pyproject.toml's ranges; the README's
+first install line takes PyPI alone; the docs' install commands name files that exist."""
 
 import json
 import re
+import tomllib
 
 import pytest
 from helpers import ROOT
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-LOCK = ROOT / "requirements-lock.txt"
+LOCK = ROOT / "requirements.txt"  # the locked set, what users install
 # What run.json's "versions" records (harness/run_info.py's library_versions), Python aside: pip does not install it.
 RECORDED = ("torch", "numpy", "gymnasium", "mujoco", "box2d")
 # Where the install commands are: the README's set-up, the testing page, CI.
 COMMAND_FILES = [ROOT / "README.md", ROOT / "docs" / "testing.md", ROOT / ".ci" / "run"]
-PIP_REQUIREMENT_FILE = re.compile(r"pip install\b[^\n#]*?(?:-r|--requirement)[ =](\S+)")
+PIP_REQUIREMENT_FILE = re.compile(r"pip install\b[^\n#`]*?(?:-r|--requirement)[ =]([^\s`]+)")
 
 
 def requirement_lines(path):
@@ -50,9 +52,9 @@ def kept_runs_versions():
 
 
 def test_the_lock_pins_the_versions_the_kept_runs_record():
-    """requirements-lock.txt pins the versions every kept run records (torch: its public version; the runs' build is
-    the CPU one, 2.13.0+cpu, which requirements-cpu.txt installs): a run on other versions, or a pin moved away from
-    the runs', fails here."""
+    """requirements.txt pins the versions every kept run records (torch: its public version; the runs' build is
+    the CPU one, 2.13.0+cpu, which requirements-cpu.txt installs from PyTorch's index): a run on other versions, or a
+    pin moved away from the runs', fails here."""
     records = kept_runs_versions()
     assert records, "no kept run records its versions"
     assert len(records) == 1, f"the kept runs record different versions: {records}"
@@ -64,22 +66,34 @@ def test_the_lock_pins_the_versions_the_kept_runs_record():
         assert locked.get(name) == public, f"{name}: lock {locked.get(name)}, runs {recorded[name]}"
 
 
-def test_the_lock_pins_every_requirement_within_its_range():
-    """Every loose requirement (requirements.txt) is pinned in the lock, at a version its range allows."""
+def test_the_lock_pins_exactly_the_projects_dependencies_within_their_ranges():
+    """Every loose requirement (pyproject.toml's [project] dependencies) is pinned in the lock at a version its range
+    allows, and the lock pins nothing else."""
+    ranges = [
+        Requirement(line) for line in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    ]
     locked = pins(LOCK)
-    for requirement in requirement_lines(ROOT / "requirements.txt"):
+    for requirement in ranges:
         name = canonicalize_name(requirement.name)
-        assert name in locked, f"requirements.txt's {requirement.name} is not in {LOCK.name}"
+        assert name in locked, f"pyproject.toml's {requirement.name} is not in {LOCK.name}"
         assert requirement.specifier.contains(locked[name], prereleases=True), f"{name}=={locked[name]}: {requirement}"
+    assert set(locked) == {canonicalize_name(requirement.name) for requirement in ranges}
 
 
-def test_the_platform_files_install_the_lock():
-    """One command per platform: requirements-cpu.txt names PyTorch's CPU index and includes the lock,
-    requirements-cuda.txt includes the lock (PyPI's default torch); and CI installs the lock."""
-    cpu = (ROOT / "requirements-cpu.txt").read_text()
-    assert re.search(r"^--(extra-)?index-url[ =]\S*download\.pytorch\.org/whl/cpu\s*$", cpu, re.MULTILINE)
-    assert includes(ROOT / "requirements-cpu.txt") == [LOCK.name]
-    assert includes(ROOT / "requirements-cuda.txt") == [LOCK.name]
+def index_options(path):
+    """The package indexes a requirements file adds or sets, its -r includes' too."""
+    found = re.findall(r"^--(?:extra-)?index-url[ =]\s*(\S+)", path.read_text(), re.MULTILINE)
+    return found + [url for name in includes(path) for url in index_options(path.parent / name)]
+
+
+def test_the_readmes_first_install_line_takes_pypi_alone_and_the_cpu_index_is_an_option():
+    """The README's first `pip install` is the lock from PyPI alone (no other index: where one is unreachable, pip
+    retries it for every package and gives up after minutes); requirements-cpu.txt adds PyTorch's CPU index to the
+    lock, as an option; CI installs the lock."""
+    first = PIP_REQUIREMENT_FILE.findall((ROOT / "README.md").read_text())[0]
+    assert first == LOCK.name and index_options(ROOT / first) == []
+    cpu = ROOT / "requirements-cpu.txt"
+    assert index_options(cpu) == ["https://download.pytorch.org/whl/cpu"] and includes(cpu) == [LOCK.name]
     assert LOCK.name in PIP_REQUIREMENT_FILE.findall((ROOT / ".ci" / "run").read_text())
 
 
@@ -99,6 +113,6 @@ def test_the_install_commands_name_files_that_exist(page):
             named += includes(path)
 
 
-def test_the_readme_sets_up_each_platform_in_one_command():
+def test_the_readme_names_both_install_files():
     readme = PIP_REQUIREMENT_FILE.findall((ROOT / "README.md").read_text())
-    assert {"requirements-cpu.txt", "requirements-cuda.txt"} <= set(readme)
+    assert {"requirements.txt", "requirements-cpu.txt"} <= set(readme)

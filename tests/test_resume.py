@@ -279,6 +279,54 @@ def test_a_ctrl_c_once_the_run_folder_is_made_leaves_no_folder(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+# A run that gets a SIGTERM and a Ctrl-C (SIGINT) at its third round, in either order: SIGTERM then SIGINT within the
+# round (a Ctrl-C soon after a SIGTERM), or SIGINT, then SIGTERM while the run's end writes what it keeps.
+TWO_SIGNALS = """
+import os, runpy, signal, sys
+sys.path.insert(0, {root!r})
+import harness.loop
+
+first, rounds = signal.{first}, []
+end_round, end = harness.loop.Loop.end_round, harness.loop.Loop.end
+
+
+def end_round_and_be_signalled(self, **kwargs):
+    end_round(self, **kwargs)
+    rounds.append(None)
+    if len(rounds) == 3:
+        os.kill(os.getpid(), first)
+        os.kill(os.getpid(), signal.SIGINT)  # (the second, after a SIGTERM: raised here)
+
+
+def end_and_be_signalled(self, error_type, error):
+    if first == signal.SIGINT:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return end(self, error_type, error)
+
+
+harness.loop.Loop.end_round, harness.loop.Loop.end = end_round_and_be_signalled, end_and_be_signalled
+sys.argv[0] = {script!r}
+runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("first", ["SIGTERM", "SIGINT"])
+def test_a_sigterm_and_a_ctrl_c_together_stop_the_run_as_a_ctrl_c(first, tmp_path):
+    """A SIGTERM whose checkpoint was never saved (a Ctrl-C came first, or before the round ended) does not make the
+    run a SIGTERM stop: run.json says "Ctrl-C", with the counts of the rounds done and no checkpoint, and no "stopped
+    by SIGTERM" line is printed. It said "SIGTERM", which sweeps/run_local.py reads as a checkpoint at those counts
+    (its --hours estimate took the run for further along than any checkpoint; issue 78, D4)."""
+    probe = tmp_path / "two_signals.py"
+    probe.write_text(TWO_SIGNALS.format(root=str(ROOT), first=first, script=str(ROOT / "dau_discrete.py")))
+    result = run_script(str(probe), "--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "4",
+                        cwd=tmp_path, check=False, ctrl_c=True)  # fmt: skip
+    assert result.returncode == 0 and "interrupted: keeping what was logged" in result.stdout, result.stderr[-2000:]
+    assert "stopped by SIGTERM" not in result.stdout
+    run_dir, run = the_run(tmp_path)
+    assert run["stopped_by"] == "Ctrl-C" and run["checkpoint"] is None and not (run_dir / CHECKPOINT).exists()
+    assert run["updates"] == 3 * 2 and not run["completed"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["dau_continuous.py", "dqn_baseline.py"])
 def test_eval_model_repeats_the_runs_final_evaluation(script, tmp_path):

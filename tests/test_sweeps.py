@@ -1,6 +1,8 @@
 """The sweeps: the sweep files (valid grids, the agent's command runs), the local runner (sweeps/run_local.py: the
 hours given, resumability, several calls and workers on one runs/ folder) and collect.py."""
 
+import dataclasses
+import errno
 import json
 import math
 import os
@@ -14,6 +16,8 @@ import time
 from pathlib import Path
 
 import gymnasium as gym
+import numpy as np
+import psutil
 import pytest
 from helpers import ROOT, TINY_SWEEP, executor, start_and_signal, with_ctrl_c
 from test_analysis import write_run
@@ -283,6 +287,101 @@ def test_the_executor_goes_on_from_a_stopped_runs_checkpoint(workdir):
     assert again == run_json and run["completed"] and run["physical_time"] == pytest.approx(40)
     after = (run_json.parent / "evals.csv").read_text()
     assert after.startswith(before) and len(after.splitlines()) > len(before.splitlines())
+
+
+def test_a_worker_that_fails_stops_the_call_at_once(workdir, monkeypatch):
+    """A worker's error (here its run cannot start: no process left to fork) stops the call as soon as it is raised:
+    the other worker's run gets SIGTERM and no other point starts. The call waited for its workers one after
+    another, so the second worker's error went unnoticed while the first ran on, one point after another (issue 78,
+    D2: in a real sweep, hours a worker short, the failed worker's point dropped)."""
+    monkeypatch.chdir(workdir)
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    worker, started, stopped = threading.local(), [], threading.Event()
+
+    class Pool(run_local.ThreadPoolExecutor):  # numbers the workers in the order they are submitted
+        submitted = 0
+
+        def submit(self, work, *args):
+            index, self.submitted = self.submitted, self.submitted + 1
+
+            def numbered(*args):
+                worker.index = index
+                return work(*args)
+
+            return super().submit(numbered, *args)
+
+    class Run:  # the first worker's run goes on until a SIGTERM (10 s at most); the second worker's cannot start
+        def __init__(self, command, **kwargs):
+            if worker.index == 1:
+                raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+            started.append(command)
+
+        def send_signal(self, signum):
+            stopped.set()
+
+        def wait(self):
+            stopped.wait(timeout=10)
+            return 0
+
+    monkeypatch.setattr(run_local, "ThreadPoolExecutor", Pool)
+    monkeypatch.setattr(run_local.subprocess, "Popen", Run)
+    began = time.time()
+    with pytest.raises(OSError, match="Resource temporarily unavailable"):
+        run_local.main(run_local.Options(sweeps=(workdir / "tiny.yaml",), override=("dt=0.02,0.01,0.005",), workers=2))
+    assert time.time() - began < 5 and stopped.is_set() and len(started) == 1, started
+
+
+def test_a_run_interrupted_by_its_own_sigint_is_not_counted_as_finished(workdir, monkeypatch, capsys):
+    """A run that a SIGINT sent to it stopped (the call stops its runs with SIGTERM) exits 0 with its logs and no
+    checkpoint of its own: the call says it was interrupted and that the next call goes on with it, and does not
+    count it among the finished runs (issue 78, D6: "1 runs finished, 0 failed")."""
+    monkeypatch.chdir(workdir)
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+
+    class Run:  # the point's run, interrupted: its last lines, exit status 0
+        def __init__(self, command, stdout, **kwargs):
+            stdout.write(b"interrupted: keeping what was logged\n")
+            stdout.write(b"CartPole-v1__dqn_baseline__dt0.01__4__1: scaled return 9.00 after 0.4 physical s\n")
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(run_local.subprocess, "Popen", Run)
+    run_local.main(run_local.Options(sweeps=(workdir / "tiny.yaml",), override=("dt=0.01",), workers=1))
+    out = capsys.readouterr().out
+    assert "stopped dqn_baseline env_id=CartPole-v1 dt=0.01 seed=4 by a SIGINT" in out, out
+    assert "0 runs finished, 0 failed" in out and "1 runs interrupted by a SIGINT sent to them" in out, out
+
+
+@pytest.mark.slow
+def test_a_run_that_outlives_its_runner_keeps_its_grid_point(workdir):
+    """The runner killed outright (SIGKILL: no SIGTERM reaches its runs) leaves its run going, in its own session,
+    holding the point's claim (runs/sweep_claims/, inherited by the run): a second call on the same runs/ leaves the
+    point to it and starts no second folder for it while it runs (issue 78, D3: nothing tested the hand-off; without
+    the claim passed to the run, the second call started the point again)."""
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    long = ["--override", "dt=0.01", "total_time=4000", "eval_every=2000"]
+    runner = subprocess.Popen([sys.executable, "-m", "sweeps.run_local", "tiny.yaml", *long], cwd=workdir,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline, orphan = time.time() + 120, None
+    try:
+        while time.time() < deadline and orphan is None:  # the run has started: its first evaluation is logged
+            evals = list(workdir.glob("runs/*/evals.csv"))
+            if evals and len(evals[0].read_text().splitlines()) >= 2:
+                orphan = int((evals[0].parent / "running.lock").read_text())
+            time.sleep(0.1)
+        runner.kill()
+        runner.wait()
+        assert orphan is not None and psutil.pid_exists(orphan)  # the run goes on without its runner
+        # With --hours, a second run of the point, if one started, would stop at a checkpoint in seconds.
+        second = executor("tiny.yaml", *long, "--hours", "0.002", cwd=workdir, timeout=300)
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert "left   dqn_baseline env_id=CartPole-v1 dt=0.01 seed=4: another call runs it" in second.stdout
+        assert len(list(workdir.glob("runs/*/run.json"))) == 1 and psutil.pid_exists(orphan), second.stdout
+    finally:
+        runner.kill()
+        if orphan is not None and psutil.pid_exists(orphan):
+            os.kill(orphan, signal.SIGKILL)
 
 
 def test_collect_keeps_the_small_files_of_finished_runs_only(tmp_path):

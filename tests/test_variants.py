@@ -5,6 +5,7 @@ test_discrete.py's paper's-deltas test; every option's resume: test_resume.py)."
 
 import copy
 import json
+from types import SimpleNamespace
 
 import gymnasium as gym
 import pytest
@@ -55,14 +56,16 @@ def papers_run(tmp_path_factory):
         ("dau_discrete_research.py", []),
         ("dau_discrete_research.py", ["--learning-rate-reference-dt", "0.01"]),  # the sqrt(dt) rule at dt = DT0
         ("dau_discrete_research.py", ["--value-horizon", "0.01"]),  # V's target over one step: n = 1
+        ("dau_discrete_research.py", ["--buffer-transitions", "1000"]),  # a ring larger than the run's 400 rows
     ],
-    ids=["research", "reference-dt-is-dt", "horizon-one-step"],
+    ids=["research", "reference-dt-is-dt", "horizon-one-step", "ring-holds-the-run"],
 )
 def test_with_its_defaults_the_variant_is_the_papers_script(script, extra, papers_run, tmp_path):
     """The same short run of dau_discrete.py and of the variant with its defaults: the same evals.csv (wall times
     aside) and diagnostics.csv, and the variant's checkpoint holds the paper's script's state and no more. The
-    sqrt(dt) rule with its reference step at the run's dt, and V's target over a horizon of one step (its replay
-    memory's rows followed env by env, its batches carrying the rows ahead), are Alg. 1 bit for bit."""
+    sqrt(dt) rule with its reference step at the run's dt, V's target over a horizon of one step (its replay
+    memory's rows followed env by env, its batches carrying the rows ahead), and a fixed ring of transitions that holds
+    every transition the run collects, are Alg. 1 bit for bit."""
     paper_evals, paper_diagnostics, paper = papers_run
     evals, diagnostics, variant = short_run(tmp_path / "variant", script, *extra)
     assert len(paper_evals) == 5 and len(paper_diagnostics.splitlines()) > 5
@@ -152,6 +155,27 @@ def test_the_sqrt_dt_rule_sets_the_learning_rates_from_the_reference_step(papers
     ):
         result = run_script("dau_discrete_research.py", *SHORT, flag, value, cwd=tmp_path, check=False, timeout=120)
         assert result.returncode != 0 and message in result.stderr, result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_fixed_ring_holds_n_transitions_and_differs_from_the_physical_memory_only_where_it_wraps(
+    papers_run, tmp_path
+):
+    """--buffer-transitions N: a ring of N transitions, which wraps once the run collects more (here 80 of 400: another
+    run than the paper's). On CartPole at 1800 s the appendix's 1000000 and the scripts' 10000 s hold the same rows
+    at dt 0.002 and coarser (all of the run's: the same run, as the test above shows for a ring larger than the run),
+    and the ring holds less at dt 0.001 and 0.0005 (1000 and 500 s); at 12600 s the two differ below dt 0.01. A ring
+    smaller than a batch is refused before any work."""
+    evals, diagnostics, variant = short_run(tmp_path / "ring", "dau_discrete_research.py", "--buffer-transitions", "80")
+    assert variant["state"]["replay"]["capacity"] == 80 and papers_run[2]["state"]["replay"]["capacity"] == 400
+    assert diagnostics != papers_run[1]
+    for total_time, same_rows in ((1800, (0.01, 0.005, 0.002)), (12600, (0.01,))):
+        for dt in (0.01, 0.005, 0.002, 0.001, 0.0005):
+            cartpole = SimpleNamespace(total_time=total_time, num_envs=256, steps_per_round=10, buffer_time=10_000)
+            ring = min(1_000_000, harness.args.collected_rows(cartpole, dt))
+            assert (ring == harness.args.buffer_rows(cartpole, dt)) == (dt in same_rows), (total_time, dt)
+    result = run_script("dau_discrete_research.py", *SHORT, "--buffer-transitions", "8", cwd=tmp_path, check=False)
+    assert result.returncode != 0 and "--buffer-transitions must hold a batch" in result.stderr, result.stderr
     assert not (tmp_path / "runs").exists()
 
 
