@@ -1,7 +1,6 @@
 """The sweeps: the sweep files (valid grids, the agent's command runs), the local runner (sweeps/run_local.py: the
 hours given, resumability, several calls and workers on one runs/ folder) and collect.py."""
 
-import dataclasses
 import errno
 import json
 import math
@@ -16,7 +15,6 @@ import time
 from pathlib import Path
 
 import gymnasium as gym
-import numpy as np
 import psutil
 import pytest
 from helpers import ROOT, TINY_SWEEP, executor, start_and_signal, with_ctrl_c
