@@ -1,18 +1,21 @@
 """DAU variants beside the paper's DAU on one environment: each run's score per dt, the invariance statistic
-(fine/coarse and the slope per halving, analysis/plot.py's invariance()) and the worst / best dt ratio on the reference
-table's scale, and the probability that a variant's run scores above a run of the paper's DAU.
+(fine/coarse and the slope per halving, analysis/robustness.py's invariance()) and the worst / best dt ratio on the
+reference table's scale, the probability that a variant's run scores above a run of the paper's DAU, and each
+variant's every-step verdict. Run from the repository root:
 
-    python analysis/compare.py --variants docs/results/cartpole_ou_sigma_15_grid docs/results/cartpole_ou_scaled_grid \
+    python -m analysis.compare --variants docs/results/cartpole_ou_sigma_15_grid docs/results/cartpole_ou_scaled_grid \
         --labels '`--ou-sigma 15`' '`--exploration ou-scaled`'
-    python analysis/compare.py --variants docs/results/cartpole_ring --labels "appendix's ring" --dts 0.001 0.0005
+    python -m analysis.compare --variants docs/results/cartpole_ring --labels "appendix's ring" --dts 0.001 0.0005
 
 Each folder holds runs as analysis/plot.py reads them; the DAU runs (of a DAU script or of a probe's patched copy of
-one, archive.algorithm; any label, but one a folder, or compare.py refuses it) of the reference folder (--reference,
-the paper's grid) and of each variant's folder with the same budget are compared, at the same seeds (--seeds, or
-the variants' own: a five-seed grid against the reference's seeds 1 to 5, however many more it has). The numbers
-are plot.py's: each run's score is the mean of its evaluations over the second half of its training time, the
-intervals are its bootstraps, and the scale (untrained level and best) is the one of the reference folder's table
-for the environment at those seeds, so that a variant reads against the paper's DAU on one scale.
+one, harness/archive.py's algorithm; any label, but one a folder, or compare.py refuses it) of the reference folder
+(--reference, the paper's grid) and of each variant's folder with the same budget are compared, at the same seeds
+(--seeds, or the variants' own: a five-seed grid against the reference's seeds 1 to 5, however many more it has). The
+numbers are the tables': each run's score is the mean of its evaluations over the second half of its training time,
+fine / coarse, the slope and the verdict have t (Fieller) intervals from moderated variances (no resampling), the
+cells of a mean, a probability and worst / best bootstrap ones (--resamples), and the scale (untrained level and
+best) is the one of the reference folder's table for the environment at those seeds, so that a variant reads against
+the paper's DAU on one scale.
 """
 
 import functools
@@ -20,22 +23,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import archive
-import numpy as np
 import tyro
-from archive import RefusedRuns
-from plot import (
-    bracket,
-    env_scores,
-    finished_runs,
-    improvement_cell,
-    load_runs,
-    mean_cell,
-    normalised,
-    read_curve,
-    run_score,
-)
-from robustness import RESAMPLES, expanded_level, interval, invariance, resampled_means, robustness_ratio
+
+from analysis.robustness import RESAMPLES, interval, invariance, robustness_ratio, step_differences
+from analysis.scores import env_scores, load_runs, normalised, read_curve, run_score
+from analysis.tables import bracket, improvement_cell, mean_cell
+from harness import archive
+from harness.archive import RefusedRuns, finished_runs
 
 
 @dataclass
@@ -62,6 +56,9 @@ class Options:
     transitions at the steps where it holds the whole run); empty: the reference's every dt"""
     table: Path | None = None
     """also write the table (Markdown) here; it is always printed"""
+    resamples: int = RESAMPLES
+    """bootstrap resamples of the table's intervals of a mean, of worst / best and of P(variant > reference); the
+    verdicts (fine / coarse, the slope, every step) draw none"""
 
 
 def dau_scores(folder, env_id, total_time, seeds=(), label=None):
@@ -113,7 +110,7 @@ def comparison_table(options):
              + " | fine / coarse | slope per halving | worst / best dt |", "|---" * (len(dts) + 4) + "|"]  # fmt: skip
     ratio_of = functools.partial(robustness_ratio, untrained=untrained)
     for label, scores in rows.items():
-        cells = [mean_cell(scores[dt]) if dt in scores else "—" for dt in dts]
+        cells = [mean_cell(scores[dt], options.resamples) if dt in scores else "—" for dt in dts]
         ratio_text = slope_text = worst_text = "—"  # over every dt only
         if len(scores) == len(dts):
             result = invariance(normalised(scores, untrained, best))
@@ -122,7 +119,8 @@ def comparison_table(options):
             if result.slope is not None:
                 slope_text = f"{result.slope:+.3f}{bracket(result.slope_interval, '+.3f')}"
             if (worst := ratio_of(*(per_dt := [scores[dt] for dt in dts]))) is not None:
-                worst_text = f"{worst:.2f}{bracket(interval(per_dt, lambda *values: ratio_of(*values) or 0.0), '.2f')}"
+                bounds = interval(per_dt, lambda *values: ratio_of(*values) or 0.0, resamples=options.resamples)
+                worst_text = f"{worst:.2f}{bracket(bounds, '.2f')}"
         seeds = ",".join(str(len(scores.get(dt, []))) for dt in dts)
         lines.append(
             f"| {label} (n={seeds}) | " + " | ".join(cells) + f" | {ratio_text} | {slope_text} | {worst_text} |"
@@ -133,7 +131,7 @@ def comparison_table(options):
             if dt not in rows[label]:
                 cells.append("—")
                 continue
-            cells.append(improvement_cell(rows[label][dt], reference[dt]))
+            cells.append(improvement_cell(rows[label][dt], reference[dt], options.resamples))
         lines.append(f"| P({label} > {options.reference_label}) | " + " | ".join(cells) + " | | | |")
     lines += ["", f"Scale of the score: untrained {untrained:.1f}, best {best:.1f} ({options.reference}'s table)."]
     lines += ["", "Every step (each variant's mean score minus the reference's, intervals simultaneous over the dt):"]
@@ -143,28 +141,18 @@ def comparison_table(options):
     return "\n".join(lines) + "\n"
 
 
-def step_verdict(variant, reference, resamples=RESAMPLES):
+def step_verdict(variant, reference):
     """The rule for "more robust" (issue 64): a variant is more robust than the reference only where it does no worse
     at every dt and better at some. Per dt, the difference of the two mean scores with an interval that holds over
-    all dt at once (every_step's intervals: each method's runs resampled within the dt, its spread floored at that
-    method's own pooled within-dt spread, robustness.resampled_means; expanded percentile at 1 - 0.05 / number of
-    dt), read as worse (below 0), better (above 0) or unresolved; then the verdict."""
-    dts = sorted(reference, reverse=True)
-    if set(variant) != set(dts):
+    all dt at once (robustness.step_differences: each method's variances moderated within its own dt, as every_step's;
+    t at 1 - 0.05 / number of dt), read as worse (below 0), better (above 0) or unresolved; then the verdict."""
+    if set(variant) != set(reference):
         return "not at every dt of the reference: no verdict"
-    generator = np.random.default_rng(0)
-    samples = [[np.asarray(scores[dt], dtype=float) for dt in dts] for scores in (variant, reference)]
-    differences = np.subtract(*(resampled_means(sample, resamples, generator) for sample in samples))
     cells, sides = [], {}
-    for index, dt in enumerate(dts):
-        pair = (samples[0][index], samples[1][index])
-        bounds = None
-        if min(len(sample) for sample in pair) >= 2:  # a single run has no interval
-            level = expanded_level(min(len(sample) for sample in pair), 1 - 0.05 / len(dts))
-            bounds = tuple(np.percentile(differences[:, index], [50 * (1 - level), 50 * (1 + level)]))
+    for dt, difference, bounds in step_differences(variant, reference):
         side = "unresolved" if bounds is None or bounds[0] <= 0 <= bounds[1] else "worse" if bounds[1] < 0 else "better"
         sides.setdefault(side, []).append(f"{dt:g}")
-        cells.append(f"dt {dt:g} {np.mean(pair[0]) - np.mean(pair[1]):+.2f}{bracket(bounds, '+.2f')} {side}")
+        cells.append(f"dt {dt:g} {difference:+.2f}{bracket(bounds, '+.2f')} {side}")
     if "worse" in sides:
         verdict = f"not more robust (worse at dt {', '.join(sides['worse'])})"
     elif "better" in sides:

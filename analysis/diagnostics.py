@@ -1,7 +1,7 @@
 """Training diagnostics against physical time, from the diagnostics.csv that every run writes next to its
 evals.csv (what the columns are: the scripts' TRAINING_STATS and ROUND_STATS, and docs/common.md).
 
-    python analysis/diagnostics.py --runs docs/results --env-id CartPole-v1 --out docs/figures/cartpole_diagnostics.png
+    python -m analysis.diagnostics --runs docs/results --env-id CartPole-v1 --out docs/figures/cartpole_diagnostics.png
 
 One panel per column, one colour per dt: each seed a thin line, their mean a thick one. Several --algorithms
 (the paper's DAU and a variant such as "DAU+round_seconds=0.1") or --runs folders are drawn in the same panels,
@@ -21,7 +21,7 @@ second (a least-squares slope) and V at TO, the RMS TD error per second, RMSprop
 terminal transitions' share of td^2. A run longer than TO (a kept grid's) counts up to TO only, which is the run of
 that budget when the replay memory never wrapped (the case of CartPole's 10000-s memory).
 
-    python analysis/diagnostics.py --runs docs/results docs/results/cartpole_td_noise --seeds 1 2 3 \
+    python -m analysis.diagnostics --runs docs/results docs/results/cartpole_td_noise --seeds 1 2 3 \
         --algorithms DAU DAU+terminal_rows=64 --probe 150 600 --table probe.md --out probe.png
 
 With --split RETURN, each table twice: for the runs whose second-half mean evaluation is below RETURN, and for the
@@ -38,8 +38,10 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 import tyro
-from archive import RefusedRuns
-from plot import finished_runs, read_curve, run_score, save_figure
+
+from analysis.plot import save_figure
+from analysis.scores import read_curve, run_score
+from harness.archive import RefusedRuns, finished_runs
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -54,7 +56,7 @@ class Options:
     env_id: str = "CartPole-v1"
     """the environment whose runs to draw"""
     algorithms: tuple[str, ...] = ("DAU",)
-    """the algorithms whose runs to draw, as analysis/archive.py labels them (DAU, DAU+round_seconds=0.1, DQN-unscaled)
+    """the algorithms whose runs to draw, as harness/archive.py labels them (DAU, DAU+round_seconds=0.1, DQN-unscaled)
     """
     columns: tuple[str, ...] = ("values/v", "values/abs_advantage", "td_rate", "batch/terminal_td_share",
                                 "exploration/changed_action", "optimizer/grad_rms_advantage")  # fmt: skip
@@ -75,7 +77,7 @@ class Options:
     seeds: tuple[int, ...] = ()
     """only these seeds (a probe's, to set against a grid's runs at the same seeds); empty: all"""
     split: float | None = None
-    """RETURN: the table apart for the runs whose second-half mean evaluation (plot.py's run_score) is below RETURN
+    """RETURN: the table apart for the runs whose second-half mean evaluation (scores.py's run_score) is below RETURN
     and for the others (what sets a grid's failing runs apart from its good ones; a run without that mean is refused,
     naming it); None: all runs together"""
 

@@ -1,7 +1,7 @@
 """What discrete DAU's advantage learns where an episode ends (issue 56, part 1), from a run's last checkpoint.
 
-    python analysis/failure_boundary.py --runs runs/CartPole-v1__dau_discrete__dt0.01__1__* --out table.md
-    python analysis/failure_boundary.py --runs runs/*dt0.01__1__* runs/*dt0.0005__1__* --figure boundary.png
+    python -m analysis.failure_boundary --runs runs/CartPole-v1__dau_discrete__dt0.01__1__* --out table.md
+    python -m analysis.failure_boundary --runs runs/*dt0.01__1__* runs/*dt0.0005__1__* --figure boundary.png
 
 Reads checkpoint.pt (--checkpoint-every; the one a run writes at its end): the final networks and the replay memory,
 which holds every transition of a run whose --buffer-time exceeds its --total-time, in the order the envs made them.
@@ -36,10 +36,8 @@ import tyro
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the scripts define the networks
-from plot import save_figure  # noqa: E402
-
-import dau_discrete  # noqa: E402
+import dau_discrete  # noqa: E402  (the script defines the networks: run from the repository root)
+from analysis.plot import save_figure  # noqa: E402
 from harness.checkpoint import CHECKPOINT, load_checkpoint  # noqa: E402
 
 # Physical seconds before a termination: the groups (0, 0.01], (0.01, 0.05], ..., (1, 2]; "rest" is all else. The

@@ -2,7 +2,7 @@
 
     git clone https://github.com/ctallec/continuous-rl
     git -C continuous-rl show 8f3c655:docs/imgs/full_results_unscaled.png > /tmp/full_results_unscaled.png
-    python analysis/paper_figure.py /tmp/full_results_unscaled.png       # the Cartpole panel, dt 0.01 and 0.0005
+    python -m analysis.paper_figure /tmp/full_results_unscaled.png       # the Cartpole panel, dt 0.01 and 0.0005
 
 The figure is the authors' (Tallec, Blier, Ollivier, ICML 2019; `docs/imgs/full_results_unscaled.png` in their
 repository, https://github.com/ctallec/continuous-rl/blob/master/docs/imgs/full_results_unscaled.png, 743 x 430

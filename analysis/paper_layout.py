@@ -1,13 +1,13 @@
 """Our kept runs drawn in the layout of the paper's results figure, to set beside it.
 
-    python analysis/paper_layout.py   # docs/figures/paper_layout.png from docs/results, docs/results/cartpole_12600
+    python -m analysis.paper_layout   # docs/figures/paper_layout.png from docs/results, docs/results/cartpole_12600
 
 The paper's figure (`docs/imgs/full_results_unscaled.png` in the authors' repository,
 https://github.com/ctallec/continuous-rl/blob/master/docs/imgs/full_results_unscaled.png; analysis/paper_figure.py
 reads it) has five panels, Pendulum, Bipedal Walker, Cartpole, Ant and Cheetah: scaled return against physical
 hours (summed over the parallel environments), DAU in red shades and the unscaled baseline in blue, each curve's
 colour its dt on a log scale (two colour bars, 5e-4 to 5e-2), a mean line over a translucent band. This draws
-ours the same way: the paper scripts' default runs (analysis/archive.py's labels DAU, DDPG-unscaled and
+ours the same way: the paper scripts' default runs (harness/archive.py's labels DAU, DDPG-unscaled and
 DQN-unscaled), per dt the mean over seeds with the 95% bootstrap interval of that mean as its band (the paper's
 band is a smoothed spread over time), colours as the authors' plotting code sets them (matplotlib's Reds and
 Blues over log dt, normalised over log 5e-4 - 3 to log 5e-2 + 0.1), the finest dt drawn first as theirs. Each panel
@@ -23,8 +23,10 @@ from typing import NamedTuple
 import matplotlib
 import numpy as np
 import tyro
-from archive import RefusedRuns
-from plot import load_runs, mean_curve
+
+from analysis.plot import mean_curve
+from analysis.scores import load_runs
+from harness.archive import RefusedRuns
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -1,7 +1,7 @@
 """The paper's Pendulum phase-plane figures (its Fig. 1 and supplementary Figs. 1-3) from checkpoints.
 
-    python analysis/phase_plane.py --times 0 300 600 1800 --out docs/figures/pendulum_value.png
-    python analysis/phase_plane.py --show policy --out docs/figures/pendulum_policy.png
+    python -m analysis.phase_plane --times 0 300 600 1800 --out docs/figures/pendulum_value.png
+    python -m analysis.phase_plane --show policy --out docs/figures/pendulum_policy.png
 
 For every algorithm (DAU, DDPG) and dt, the learned value V(s) (DDPG: Q(s, pi(s))) or policy pi(s)
 over the phase plane (angle, angular velocity), at several physical times of training. Reads the
@@ -21,12 +21,10 @@ import tyro
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the scripts define the networks
-from archive import RefusedRuns, label, read_run  # noqa: E402
-from plot import save_figure  # noqa: E402
-
-import dau_continuous  # noqa: E402
+import dau_continuous  # noqa: E402  (the scripts define the networks: run from the repository root)
 import ddpg_baseline  # noqa: E402
+from analysis.plot import save_figure  # noqa: E402
+from harness.archive import RefusedRuns, label, read_run  # noqa: E402
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """What one command gives, over every run of it on file: the distribution a user draws from.
 
-    python analysis/spread.py --runs docs/results docs/results/card --env-id HalfCheetah-v4 --dt 0.005 \\
+    python -m analysis.spread --runs docs/results docs/results/card --env-id HalfCheetah-v4 --dt 0.005 \\
         --out docs/figures/headline.png --page docs/reproduce.md
 
 Every finished run of one algorithm at one environment and dt, from each of the `--runs` folders (a folder's
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np
-import plot
-import robustness
 import tyro
-from archive import RefusedRuns
+
+from analysis import plot, robustness, scores, tables
+from harness.archive import RefusedRuns, finished_runs
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -40,7 +40,7 @@ class Options:
     dt: float = 0.005
     """its time step"""
     algorithm: str = "DAU"
-    """its algorithm, as analysis/archive.py labels it (DAU, DDPG-unscaled, ...)"""
+    """its algorithm, as harness/archive.py labels it (DAU, DDPG-unscaled, ...)"""
     last: int = 3
     """evaluations at the end of each run averaged into its final return (as in the robustness tables)"""
     thresholds: tuple[float, ...] = (0.0, 1000.0, 2000.0)
@@ -60,10 +60,10 @@ def runs_of_command(options):
             sys.exit(f"error: --runs {folder} is not a folder")
         if folder.resolve() not in folders:
             folders.append(folder.resolve())
-            for (_, algorithm, dt, seed), (run_dir, run) in plot.finished_runs(folder, (options.env_id,)).items():
+            for (_, algorithm, dt, seed), (run_dir, run) in finished_runs(folder, (options.env_id,)).items():
                 if algorithm == options.algorithm and math.isclose(dt, options.dt):
-                    runs.append((folder, seed, run, plot.read_curve(run_dir, run)))
-    budgets = {plot.budget(run) for _, _, run, _ in runs}
+                    runs.append((folder, seed, run, scores.read_curve(run_dir, run)))
+    budgets = {scores.budget(run) for _, _, run, _ in runs}
     if len(budgets) > 1:
         sys.exit(f"error: these runs differ in (total_time, eval_every): {sorted(budgets)}; give --runs folders "
                  "of one budget")  # fmt: skip
@@ -76,13 +76,13 @@ def spread_table(runs, last, thresholds):
              f"{last}) | best evaluation |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     finals = []
     for folder, seed, run, curve in runs:
-        finals.append(plot.final_return(curve, last))
+        finals.append(scores.final_return(curve, last))
         threads = run.get("machine", {}).get("torch_threads", "—")
         lines.append(f"| {folder} | {seed} | {threads} | {curve.wall_time / 60:.1f} | {curve.returns[-1]:.0f} "
                      f"| {finals[-1]:.0f} | {curve.returns.max():.0f} |")  # fmt: skip
     finals = np.array(finals)
     bounds = robustness.interval((finals,), np.mean, vectorized=True)
-    lines += ["", f"Final return over {len(finals)} runs: mean {finals.mean():.0f}{plot.bracket(bounds, '.0f')}, "
+    lines += ["", f"Final return over {len(finals)} runs: mean {finals.mean():.0f}{tables.bracket(bounds, '.0f')}, "
               f"median {np.median(finals):.0f}, from {finals.min():.0f} to {finals.max():.0f}. Runs that end above "
               + "; ".join(f"{threshold:g}: {np.sum(finals > threshold)} of {len(finals)}"
                           for threshold in thresholds) + "."]  # fmt: skip
@@ -110,7 +110,7 @@ def main(options):
     if options.last < 1:
         sys.exit(f"error: --last must be at least 1, got {options.last}")
     if options.page:
-        plot.check_page(options.page, PAGE_MARKERS)
+        tables.check_page(options.page, PAGE_MARKERS)
     runs = runs_of_command(options)
     if not runs:
         sys.exit(f"error: no finished {options.algorithm} runs of {options.env_id} at dt {options.dt:g} in "
@@ -120,7 +120,7 @@ def main(options):
     print(table)
     print(f"figure: {options.out}")
     if options.page:
-        plot.write_page(options.page, table, PAGE_MARKERS)
+        tables.write_page(options.page, table, PAGE_MARKERS)
 
 
 if __name__ == "__main__":

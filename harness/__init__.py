@@ -23,4 +23,9 @@ The scripts keep the algorithm whole (networks, update, exploration, replay memo
     env_state.py   one env's state (simulator, generator), saved and put back
     videos.py      --capture-video: evaluation episodes recorded at real speed at any dt
     gpu.py         graphed: a round of updates replayed as one CUDA graph
+
+and one part no script imports, the catalogue of finished runs that the sweep runner (sweeps/) and the analysis
+(analysis/) share:
+
+    archive.py     what the tools know of a run: its grid point (run_identity), its label, a folder's finished runs
 """

@@ -2,9 +2,11 @@
 
     git clone https://github.com/ctallec/continuous-rl ~/continuous-rl
     export DAU_AUTHORS_CHECKOUT=~/continuous-rl
-    python sweeps/authors_code.py --dt 0.001 --seed 3            # one run: runs/<run_name>/evals.csv and run.json
-    python sweeps/run_local.py sweeps/authors/cartpole.yaml      # the grid, like any sweep file
-    python analysis/invariance.py --runs docs/results/authors_cartpole docs/results   # judged beside ours
+    python -m sweeps.authors_code --dt 0.001 --seed 3           # one run: runs/<run_name>/evals.csv and run.json
+    python -m sweeps.run_local sweeps/authors/cartpole.yaml     # the grid, like any sweep file
+    python -m analysis.invariance --runs docs/results/authors_cartpole docs/results   # judged beside ours
+
+Run from the repository root, as a module: it imports the harness (run.json's records, as our runs write them).
 
 The authors' algorithm runs unchanged: their argument parser (with the flags of their README and the paper's CartPole
 settings), their `configure` (networks, RMSprop, OU noise, replay memory, DAU critic and argmax actor), their
@@ -34,9 +36,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-
-REPOSITORY = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPOSITORY))  # the harness: run.json's records, as our runs write them
 
 NATIVE_DT = 0.02  # CartPole-v1's own step (tau): the scaled return is dt / NATIVE_DT times the sum of rewards
 CHECKOUT_VARIABLE = "DAU_AUTHORS_CHECKOUT"

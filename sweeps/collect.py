@@ -2,8 +2,8 @@
 diagnostics.csv from runs/ to a results folder, from which analysis/plot.py and analysis/diagnostics.py redraw
 the figures and tables.
 
-    python sweeps/collect.py --out docs/results
-    python analysis/plot.py --runs docs/results --env-ids Pendulum-v1 CartPole-v1 --out docs/figures/curves.png
+    python -m sweeps.collect --out docs/results
+    python -m analysis.plot --runs docs/results --env-ids Pendulum-v1 CartPole-v1 --out docs/figures/curves.png
 
 Checkpoints, models and videos stay in runs/. A run already in the results folder is left as it is. It says which
 code made the runs it copied (run.json's commits; "+changes": with uncommitted changes to the Python files).
@@ -17,8 +17,7 @@ from pathlib import Path
 
 import tyro
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "analysis"))
-from archive import RefusedRuns, code_of, read_run  # noqa: E402  (analysis/archive.py: which run is which)
+from harness.archive import RefusedRuns, code_of, read_run  # which run is which
 
 
 @dataclass

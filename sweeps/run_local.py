@@ -1,14 +1,14 @@
 """Run W&B sweep files on this machine: the same grid and the same command lines as `wandb agent`.
 
-    python sweeps/run_local.py sweeps/paper/pendulum_dau.yaml sweeps/paper/pendulum_ddpg.yaml --workers 2
-    python sweeps/run_local.py sweeps/paper/cartpole_*.yaml --override total_time=600 seed=1 dt=0.01,0.001
-    python sweeps/run_local.py sweeps/paper/ant_*.yaml --results docs/results --hours 2.5   # a 3-hour session
+    python -m sweeps.run_local sweeps/paper/pendulum_dau.yaml sweeps/paper/pendulum_ddpg.yaml --workers 2
+    python -m sweeps.run_local sweeps/paper/cartpole_*.yaml --override total_time=600 seed=1 dt=0.01,0.001
+    python -m sweeps.run_local sweeps/paper/ant_*.yaml --results docs/results --hours 2.5   # a 3-hour session
 
 Run it from the repository root (the sweep files name their program relative to it, as `wandb agent`
 expects). Each grid point's command is built by W&B's own `create_sweep_command_args` and the
 agent's macro substitution, so a local run is exactly the run an agent would start. Runs go to
 runs/<run_name>/ as usual; a grid point whose finished run is already there (runs/*/run.json of the
-same identity: analysis/archive.py), or in a --results folder, is skipped, and one whose run was stopped
+same identity: harness/archive.py), or in a --results folder, is skipped, and one whose run was stopped
 with a checkpoint goes on from it (the same command plus --resume), so an interrupted sweep resumes
 where it stopped, in this session or a later one; one whose run diverged (a non-finite loss) is left
 alone. Before it starts a point, a call claims it (runs/sweep_claims/, a lock that lives as long as the
@@ -40,8 +40,7 @@ import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "analysis"))
-import archive  # noqa: E402  (analysis/archive.py: identities, labels, the finished runs; the repository on sys.path)
+from harness import archive  # identities, labels, the finished runs (harness/__init__.py imports nothing)
 
 # The harness (which imports torch) is imported where first needed: a command refused for bad input (a missing
 # file, --workers 0, an override without "=") does not wait for torch. W&B's import stays here, before the --hours

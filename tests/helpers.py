@@ -20,8 +20,6 @@ from types import SimpleNamespace
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-# The sweep runner's and the analysis tools' modules, importable by name as they import each other.
-sys.path[1:1] = [str(ROOT / "sweeps"), str(ROOT / "analysis")]
 TINY = ["--num-envs", "4", "--num-eval-envs", "2", "--updates-per-round", "2", "--batch-size", "16",
         "--time-limit", "0.5", "--eval-every", "1"]  # fmt: skip
 
@@ -51,7 +49,7 @@ parameters:
 def executor(*args, cwd, env=None, timeout=600):
     """sweeps/run_local.py with these arguments, in `cwd` (a repository-like folder: conftest's workdir)."""
     return subprocess.run(
-        [sys.executable, "sweeps/run_local.py", *args],
+        [sys.executable, "-m", "sweeps.run_local", *args],
         cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
     )  # fmt: skip
 

@@ -1,25 +1,21 @@
-"""Grids that know their runs (analysis/archive.py, sweeps/run_local.py): a run's identity and label, every kept run
-recognised by the command that made it, two calls on one folder running each point once, duplicates refused, a
-diverged run left alone, one log per grid point."""
+"""The runs' catalogue (harness/archive.py): a run's identity and label, every kept run recognised by the command
+that made it (sweeps/run_local.py's plan), duplicates and run.json files that are not whole refused, a label at
+several budgets or evaluation intervals, the code that made a run, kept runs made again."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import threading
-import time
 from unittest.mock import patch
 
-import archive
-import plot
 import pytest
-import run_local
 import torch
-from helpers import ROOT, TINY_SWEEP, executor, read_csv, start_and_signal
+from helpers import ROOT, TINY_SWEEP, executor, read_csv
 
-from harness.checkpoint import CHECKPOINT
-from harness.run_info import NON_FINITE_LOSS, VALUE_BEFORE, run_identity
+from analysis import scores
+from harness import archive
+from harness.run_info import VALUE_BEFORE, run_identity
+from sweeps import run_local
 
 RESULTS = "docs/results"
 LOCOMOTION_DTS = "dt=0.05,0.02,0.01,0.005"
@@ -238,14 +234,13 @@ def test_two_finished_runs_of_one_point_are_refused_naming_both(tmp_path):
     write_run(tmp_path, "second", exp_name="again")  # the same point under another name
     with pytest.raises(archive.DuplicateRuns, match="first and .*second"):
         archive.finished_runs(tmp_path)
-    for command in (["analysis/plot.py", "--runs", str(tmp_path), "--out", str(tmp_path / "f.png")],
-                    ["analysis/invariance.py", "--runs", str(tmp_path)]):  # fmt: skip
+    for command in (["-m", "analysis.plot", "--runs", str(tmp_path), "--out", str(tmp_path / "f.png")],
+                    ["-m", "analysis.invariance", "--runs", str(tmp_path)]):  # fmt: skip
         result = subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True,
                                 text=True, timeout=120)  # fmt: skip
         assert result.returncode != 0 and "Traceback" not in result.stderr, (command, result.stderr[-500:])
         assert "two finished runs of CartPole-v1 DAU" in result.stderr and "second" in result.stderr, command
-    import compare
-    import diagnostics
+    from analysis import compare, diagnostics
 
     options = compare.Options(variants=(tmp_path,), reference=tmp_path, total_time=300)
     with pytest.raises(archive.DuplicateRuns, match="first and .*second"):  # their commands: plot's one line
@@ -257,86 +252,8 @@ def test_two_finished_runs_of_one_point_are_refused_naming_both(tmp_path):
 def test_a_label_at_several_budgets_is_named_by_its_budget(tmp_path):
     write_run(tmp_path, "short")
     write_run(tmp_path / "more", "long", total_time=600)
-    runs = plot.load_runs([tmp_path, tmp_path / "more"])
+    runs = scores.load_runs([tmp_path, tmp_path / "more"])
     assert set(runs["CartPole-v1"]) == {"DAU@300s", "DAU@600s"}
-
-
-@pytest.mark.slow
-def test_two_calls_on_one_folder_run_each_point_once(workdir):
-    """Two calls at once on one runs/ folder: each of the two points runs once, by one of them; the other says it
-    left it. The runs' arguments give the identity the executor computed for their point."""
-    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
-    command = [sys.executable, "sweeps/run_local.py", "tiny.yaml", "--workers", "1"]
-    calls = [subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(2)]  # fmt: skip
-    outputs = [call.communicate(timeout=600)[0] for call in calls]
-    assert all(call.returncode == 0 for call in calls), outputs
-    runs = [json.loads(path.read_text()) for path in workdir.glob("runs/*/run.json")]
-    assert len(runs) == 2 and len({archive.identity(run) for run in runs}) == 2, outputs
-    done = sum(line.startswith("done") for output in outputs for line in output.splitlines())
-    assert done == 2, outputs  # the other call left both points (or, started late, found them finished)
-    sweep = run_local.load_sweep(workdir / "tiny.yaml")
-    points = {run_local.point_identity(sweep, point) for point in run_local.grid(sweep)}
-    assert points == {archive.identity(run) for run in runs}
-
-
-@pytest.mark.slow
-def test_a_stopped_point_is_resumed_by_one_call_of_two(workdir):
-    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
-    point = ["--env_id=CartPole-v1", "--dt=0.01", "--seed=4", "--total_time=40", "--num_envs=4", "--num_eval_envs=2",
-             "--updates_per_round=2", "--batch_size=16", "--time_limit=0.5", "--eval_every=1"]  # fmt: skip
-    returncode, _, stderr = start_and_signal("dqn_baseline.py", *point, cwd=workdir, signum=signal.SIGTERM)
-    assert returncode == 0, stderr
-    overrides = ["--override", "dt=0.01", "total_time=40", "eval_every=1"]
-    calls = []
-    for _ in range(2):
-        calls.append(subprocess.Popen([sys.executable, "sweeps/run_local.py", "tiny.yaml", *overrides], cwd=workdir,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))  # fmt: skip
-        time.sleep(0.5)
-    outputs = [call.communicate(timeout=600)[0] for call in calls]
-    assert all(call.returncode == 0 for call in calls) and "FAILED" not in "".join(outputs), outputs
-    assert sum("done" in output for output in outputs) == 1 and sum("left" in output for output in outputs) == 1
-    (run_json,) = workdir.glob("runs/*/run.json")  # resumed in its folder, by one of them
-    assert json.loads(run_json.read_text())["completed"]
-
-
-def test_a_claim_is_retaken_once_its_process_is_gone(workdir, monkeypatch):
-    monkeypatch.chdir(workdir)
-    code = (
-        "import sys, time; sys.path.insert(0, 'sweeps'); import run_local; held = run_local.claim('abc'); "
-        "print(held is not None, flush=True); time.sleep(60)"
-    )
-    holder = subprocess.Popen([sys.executable, "-c", code], cwd=workdir, stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "True"
-    assert run_local.claim("abc") is None  # held by a live process
-    holder.kill()
-    holder.wait()
-    held = run_local.claim("abc")  # its lock file is still there; the process is gone
-    assert held is not None
-    held.close()
-
-
-@pytest.mark.slow
-def test_a_run_stopped_by_a_non_finite_loss_is_not_run_again(workdir):
-    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
-    overrides = ["--override", "dt=0.01", "learning_rate=1e38", "checkpoint_every=0.4"]
-    first = executor("tiny.yaml", *overrides, cwd=workdir)
-    assert "FAILED" in first.stdout and "non-finite loss" in first.stdout, first.stdout + first.stderr
-    (run_json,) = workdir.glob("runs/*/run.json")
-    assert json.loads(run_json.read_text())["stopped_by"] == NON_FINITE_LOSS
-    (run_json.parent / CHECKPOINT).write_bytes(b"")  # even with a checkpoint beside it, it is not resumed
-    plan = executor("tiny.yaml", *overrides, "--dry-run", cwd=workdir)
-    assert "0 to run; 1 stopped by a non-finite loss" in plan.stdout, plan.stdout + plan.stderr
-    assert "diverged" in plan.stdout and "--resume" not in plan.stdout
-
-
-@pytest.mark.slow
-def test_two_sweep_files_of_one_script_write_two_logs(workdir):
-    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
-    (workdir / "tiny8.yaml").write_text(TINY_SWEEP.replace("batch_size: {value: 16}", "batch_size: {value: 8}"))
-    for name in ("tiny.yaml", "tiny8.yaml"):
-        assert executor(name, "--override", "dt=0.02", cwd=workdir).returncode == 0
-    assert len(list(workdir.glob("runs/sweep_logs/*.log"))) == 2
 
 
 def test_a_run_json_that_is_not_whole_is_refused_in_one_line_naming_it(tmp_path, workdir):
@@ -352,9 +269,9 @@ def test_a_run_json_that_is_not_whole_is_refused_in_one_line_naming_it(tmp_path,
     with pytest.raises(archive.RefusedRuns, match=r"cut/run.json is not a run.json \(a JSON list\)"):
         archive.finished_runs(tmp_path)
     (tmp_path / "cut" / "run.json").write_text('{"script": "dau_discrete.py", "dt": 0.0')
-    for command in (["analysis/plot.py", "--runs", str(tmp_path), "--out", str(tmp_path / "f.png")],
-                    ["analysis/invariance.py", "--runs", str(tmp_path)],
-                    ["sweeps/collect.py", "--runs", str(tmp_path), "--out", str(tmp_path / "kept")]):  # fmt: skip
+    for command in (["-m", "analysis.plot", "--runs", str(tmp_path), "--out", str(tmp_path / "f.png")],
+                    ["-m", "analysis.invariance", "--runs", str(tmp_path)],
+                    ["-m", "sweeps.collect", "--runs", str(tmp_path), "--out", str(tmp_path / "kept")]):  # fmt: skip
         result = subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True,
                                 text=True, timeout=120)  # fmt: skip
         assert result.returncode != 0 and "Traceback" not in result.stderr, (command, result.stderr[-500:])
@@ -388,109 +305,13 @@ def test_a_run_json_without_script_or_args_or_that_cannot_be_read_is_refused_nam
         archive.finished_runs(tmp_path)
 
 
-def test_the_executor_refuses_a_run_json_in_its_plan_and_in_a_worker_and_runs_the_point(workdir, monkeypatch, capsys):
-    """A run.json that read_run refuses, in runs/ when the call plans (no "args") or put there while a worker starts
-    the point (a folder named run.json, found by the worker's check that no other call ran the point since the
-    plan), is refused in one line each, once, saying that its point runs again in a new folder; the call goes on
-    and runs the point from the start (issue 73: the plan raised, and the worker's error stopped the call)."""
-    monkeypatch.chdir(workdir)
-    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
-    sweep = run_local.load_sweep(workdir / "tiny.yaml", ["dt=0.01"])
-    (point,) = run_local.grid(sweep)
-    planned = workdir / "runs" / "CartPole-v1__dqn_baseline__dt0.01__4__1"
-    planned.mkdir(parents=True)
-    (planned / "run.json").write_text(json.dumps({"script": "dqn_baseline.py", "dt": 0.01, "completed": True}))
-    (planned / CHECKPOINT).write_bytes(b"")  # not resumed: its run.json does not say which point it is
-    claim = run_local.claim
-
-    def claim_as_a_run_json_appears(identity):
-        (workdir / "runs" / "CartPole-v1__dqn_baseline__dt0.01__4__2" / "run.json").mkdir(parents=True)
-        return claim(identity)
-
-    started = []
-
-    class Run:  # the point's run: it ends at once
-        def __init__(self, command, **kwargs):
-            started.append(command)
-
-        def wait(self):
-            return 0
-
-    monkeypatch.setattr(run_local, "claim", claim_as_a_run_json_appears)
-    monkeypatch.setattr(run_local.subprocess, "Popen", Run)
-    run_local.main(run_local.Options(sweeps=(workdir / "tiny.yaml",), override=("dt=0.01",), workers=1))
-    out, err = capsys.readouterr()
-    assert "1 runs in the grid, 0 already finished, 1 to run\n" in out and "1 runs finished, 0 failed" in out, out
-    assert started == [run_local.agent_command(sweep, point)]  # no --resume
-    refusals = err.splitlines()
-    assert len(refusals) == 2, refusals
-    assert refusals[0].startswith(f'refused runs/{planned.name}/run.json is not a run.json (no "args" object)')
-    assert refusals[1].startswith("refused runs/CartPole-v1__dqn_baseline__dt0.01__4__2/run.json cannot be read")
-    again = "going on without it: if it is a run of this grid, its point runs again from the start, in a new folder"
-    assert all(line.endswith(again) for line in refusals), refusals
-
-
-def test_workers_that_find_one_refused_run_json_at_once_say_it_once(tmp_path, monkeypatch, capsys):
-    """The workers' threads read runs/ at once: the refusal is said once, also when a thread switch falls between
-    one's check that it was not said and its note that it was (here a sleep there, as the scheduler may make)."""
-    (tmp_path / "cut").mkdir()
-    (tmp_path / "cut" / "run.json").write_text("{")
-
-    class SlowSet(set):
-        def __contains__(self, item):
-            found = super().__contains__(item)
-            time.sleep(0.2)
-            return found
-
-    monkeypatch.setattr(run_local, "REFUSED", SlowSet())
-    together = threading.Barrier(2)
-
-    def read():
-        together.wait()
-        assert run_local.readable_runs(tmp_path) == []
-
-    workers = [threading.Thread(target=read) for _ in range(2)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    refusals = capsys.readouterr().err.splitlines()
-    assert len(refusals) == 1 and "cut/run.json is not a whole run.json" in refusals[0], refusals
-
-
-def test_a_point_that_diverged_in_another_call_after_this_one_planned_is_not_run_again(workdir, monkeypatch, capsys):
-    """Between a call's plan and its claim on a point, another call runs the point and it stops on a non-finite
-    loss: the claim's check finds that run and leaves the point (it looked at finished runs only)."""
-    monkeypatch.chdir(workdir)
-    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
-    sweep = run_local.load_sweep(workdir / "tiny.yaml", ["dt=0.01"])
-    (point,) = run_local.grid(sweep)
-    claim = run_local.claim
-
-    def claim_after_another_call_ran_it(identity):  # the other call's run, ended since the plan
-        run_dir = workdir / "runs" / "CartPole-v1__dqn_baseline__dt0.01__4__1"
-        run_dir.mkdir(parents=True, exist_ok=True)
-        info = {"script": "dqn_baseline.py", "dt": 0.01, "args": run_local.run_args(sweep, point), "completed": False,
-                "stopped_by": NON_FINITE_LOSS}  # fmt: skip
-        (run_dir / "run.json").write_text(json.dumps(info))
-        return claim(identity)
-
-    def no_run(*args, **kwargs):
-        raise AssertionError("the point was run again")
-
-    monkeypatch.setattr(run_local, "claim", claim_after_another_call_ran_it)
-    monkeypatch.setattr(run_local.subprocess, "Popen", no_run)
-    run_local.main(run_local.Options(sweeps=(workdir / "tiny.yaml",), override=("dt=0.01",), workers=1))
-    assert "left   dqn_baseline env_id=CartPole-v1 dt=0.01 seed=4: another call ran it" in capsys.readouterr().out
-
-
 def test_a_label_that_mixes_evaluation_intervals_is_refused(tmp_path):
     """One label whose runs evaluate at different intervals would average curves sampled at different times: the
     tools refuse it, naming the label and the intervals, as they refuse duplicate runs."""
     write_run(tmp_path, "every_150")
     write_run(tmp_path, "every_100", seed=2, eval_every=100)
     with pytest.raises(archive.RefusedRuns, match=r"CartPole-v1 DAU mixes evaluation intervals.*100.*150"):
-        plot.load_runs(tmp_path)
+        scores.load_runs(tmp_path)
 
 
 def test_the_code_that_made_a_run_is_read_from_run_json():

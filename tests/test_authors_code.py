@@ -8,13 +8,13 @@ import os
 import subprocess
 import sys
 
-import authors_code
 import gymnasium as gym
 import numpy as np
 import pytest
 from helpers import ROOT, read_csv
 
 from dt_wrappers import make_env
+from sweeps import authors_code
 
 CHECKOUT = os.environ.get(authors_code.CHECKOUT_VARIABLE)
 needs_checkout = pytest.mark.skipif(
@@ -135,8 +135,8 @@ def test_the_updates_are_their_agents_count():
 
 
 def test_our_tools_read_its_runs_as_the_authors_dau():
-    """analysis/archive.py: its own label beside our DAU's on one scale, and DAU's algorithm (compare.py reads it)."""
-    import archive
+    """harness/archive.py: its own label beside our DAU's on one scale, and DAU's algorithm (compare.py reads it)."""
+    from harness import archive
 
     run = {"script": "authors_code.py", "args": {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1}}
     assert archive.label(run) == "DAU-authors" and archive.algorithm(run) == "DAU"
@@ -164,10 +164,10 @@ def test_the_runner_refuses_bad_input_before_any_work(tmp_path, monkeypatch):
 
 def run_theirs(tmp_path, *args):
     """One short run of theirs in a fresh interpreter (their modules live in sys.modules): evals.csv rows, run.json."""
-    result = subprocess.run([sys.executable, str(ROOT / "sweeps" / "authors_code.py"), "--num-envs", "4",
+    result = subprocess.run([sys.executable, "-m", "sweeps.authors_code", "--num-envs", "4",
                              "--num-eval-envs", "2", "--time-limit", "0.5", "--eval-every", "0.4", *args],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     return read_csv(run_dir / "evals.csv"), json.loads((run_dir / "run.json").read_text())
@@ -191,8 +191,8 @@ def test_their_code_runs_seeded_and_is_written_as_our_runs(tmp_path):
     assert run["completed"] and run["updates"] == 100 and run["authors_code"]["uncommitted_changes"] is False
     commit = subprocess.run(["git", "-C", CHECKOUT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     assert run["authors_code"]["commit"] == commit.strip() and "--algo" in run["authors_code"]["argv"]
-    import archive
-    import run_local
+    from harness import archive
+    from sweeps import run_local
 
     sweep = run_local.load_sweep(ROOT / "sweeps" / "authors" / "cartpole.yaml", ["dt=0.01", "seed=3", "total_time=1.2",
                                  "eval_every=0.4", "num_envs=4", "num_eval_envs=2", "time_limit=0.5"])  # fmt: skip
@@ -207,8 +207,8 @@ def test_the_vector_env_is_their_subproc_vec_env_on_cartpole():
     dones and time-limit flags, step for step, over their TimeLimit and the shim's CartPole."""
     code = f"""
 import sys, json, numpy as np
-sys.path.insert(0, {str(ROOT / "sweeps")!r})
-import authors_code
+sys.path.insert(0, {str(ROOT)!r})
+from sweeps import authors_code
 theirs = authors_code.install_shims(authors_code.Path({CHECKOUT!r}) / "code")
 from envs.utils import make_env
 from envs.vecenv import SubprocVecEnv

@@ -1,16 +1,15 @@
 """The docs stay true to the code: quoted snippets exist in the scripts, links point to files."""
 
+import dataclasses
 import json
 import re
 import subprocess
 from pathlib import Path
 
-import plot
 import pytest
-import robustness
-import spread
 from helpers import ROOT, read_csv
 
+from analysis import robustness, scores, spread, tables
 from harness.settings import ENV_SETTINGS
 
 PAGES = sorted((ROOT / "docs").glob("*.md")) + sorted((ROOT / "docs" / "research").glob("*.md")) + [ROOT / "README.md"]
@@ -71,13 +70,14 @@ BENCHMARK_FOLDERS = re.findall(r"<!-- the table of analysis/plot.py --runs (\S+)
 @pytest.mark.slow
 @pytest.mark.parametrize("folder", BENCHMARK_FOLDERS)
 def test_the_benchmark_tables_are_what_plot_draws_from_the_kept_runs(folder):
-    """docs/benchmarks.md: each folder's tables, between the lines that name it, as `plot.py --runs FOLDER --page
-    docs/benchmarks.md` writes them from the kept runs: every dt's mean, fine / coarse, every step, the cost."""
-    start, end = plot.page_markers(folder)
+    """docs/benchmarks.md: each folder's tables, between the lines that name it, as `python -m analysis.plot --runs
+    FOLDER --page docs/benchmarks.md` writes them from the kept runs: every dt's mean, fine / coarse, every step, the
+    cost."""
+    start, end = tables.page_markers(folder)
     block = BENCHMARKS.read_text().split(start)[1].split(end)[0].strip("\n")
     env_ids = re.findall(r"^\*\*(\S+)\*\*: scaled return", block, re.MULTILINE)
-    runs = plot.load_runs(ROOT / folder, env_ids)
-    assert env_ids and block == plot.robustness_table({env_id: runs[env_id] for env_id in env_ids}).strip("\n")
+    runs = scores.load_runs(ROOT / folder, env_ids)
+    assert env_ids and block == tables.robustness_table({env_id: runs[env_id] for env_id in env_ids}).strip("\n")
 
 
 def test_every_kept_grid_has_its_tables_in_the_benchmarks():
@@ -87,6 +87,14 @@ def test_every_kept_grid_has_its_tables_in_the_benchmarks():
 
     not_grids = {"docs/results/cartpole_clip_probes", "docs/results/bipedal_dau_diagnostics"}
     assert {results for *_, results in KEPT_GRIDS} - not_grids == set(BENCHMARK_FOLDERS)
+
+
+def test_the_line_for_a_run_that_learns_is_the_codes():
+    """docs/benchmarks.md's table of the lines for "learns" is analysis/scores.py's LEARNS, a row per environment."""
+    section = BENCHMARKS.read_text().split("## The line for a run that learns")[1].split("\n## ")[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in section.splitlines()]
+    shown = {cells[0]: float(cells[1]) for cells in rows if len(cells) == 3 and cells[0] in scores.LEARNS}
+    assert shown == {env_id: round(line, 1) for env_id, line in scores.LEARNS.items()}
 
 
 # The research pages' tables beyond the paper, as analysis/compare.py prints them (the DAU variants' folders
@@ -147,7 +155,7 @@ COMPARISONS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("name", COMPARISONS)
 def test_the_comparisons_beyond_the_paper_are_what_compare_prints(name):
-    import compare
+    from analysis import compare
 
     table = compare.comparison_table(compare.Options(reference=RESULTS, **COMPARISONS[name]))
     # The research pages hold these comparisons (docs/research/*.md).
@@ -156,6 +164,30 @@ def test_the_comparisons_beyond_the_paper_are_what_compare_prints(name):
     assert len(rows) == 2 + 2 * len(COMPARISONS[name]["variants"]) + 1
     for row in rows:
         assert row in reproduce, f"no research page shows this line of compare.py's {name} table:\n{row}"
+
+
+@pytest.mark.slow
+def test_no_verdict_of_a_kept_grid_moves_with_the_resample_count(monkeypatch):
+    """Issue 77: at five seeds a bootstrap's bounds were its extreme resamples, and a printed verdict moved with their
+    count. Every verdict of every grid in docs/results (its invariance, every-step and verdict lines) is drawn here
+    with the bootstrap and the random generators refused, so none rests on a resample; compare.py's verdicts are the
+    same at 2,000 and 50,000 resamples, where its table's bootstrap cells are not."""
+    from analysis import compare
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a verdict drew a resample")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(robustness.stats, "bootstrap", refused)
+        patched.setattr(robustness.np.random, "default_rng", refused)
+        for folder in BENCHMARK_FOLDERS:
+            assert tables.invariance_lines(scores.load_runs(ROOT / folder)), folder
+    options = compare.Options(reference=RESULTS, **COMPARISONS["ou_sigma_15"])
+    few, many = (compare.comparison_table(dataclasses.replace(options, resamples=count)) for count in (2000, 50000))
+    verdicts = [[line for line in table.splitlines() if line.startswith("- ") or "fine / coarse" in line]
+                for table in (few, many)]  # fmt: skip
+    rows = [[line.split(" | ")[-3:-1] for line in table.splitlines() if "(n=" in line] for table in (few, many)]
+    assert verdicts[0] == verdicts[1] and rows[0] == rows[1] and few != many  # fine / coarse, slope, verdict
 
 
 # Each script page's results: its algorithm, and per folder of runs the figure beside that folder's table (the
@@ -184,12 +216,12 @@ def test_each_script_page_ends_with_its_results_as_plot_draws_them(page, algorit
     assert "\n## " not in text[text.index("\n## Results") + 1 :]  # the page's last section
     assert text.count("<!-- the table of analysis/plot.py") == len(figures)
     for folder, figure in figures.items():
-        start, end = plot.page_markers(folder)
+        start, end = tables.page_markers(folder)
         block = text.split(start)[1].split(end)[0].strip("\n")
         env_ids = re.findall(r"^\*\*(\S+)\*\*: scaled return", block, re.MULTILINE)
         assert env_ids, f"{page} has no results table for {folder}"
-        runs = plot.load_runs(ROOT / folder, env_ids)
-        assert block == plot.robustness_table({env_id: runs[env_id] for env_id in env_ids}, (algorithm,)).strip("\n")
+        runs = scores.load_runs(ROOT / folder, env_ids)
+        assert block == tables.robustness_table({env_id: runs[env_id] for env_id in env_ids}, (algorithm,)).strip("\n")
         command = f"--runs {folder} --env-ids {' '.join(env_ids)} --algorithms {algorithm} \\\n"
         assert command in text and f"--out docs/figures/{figure} --page docs/{page}\n" in text, (folder, command)
         assert f"(figures/{figure})" in text and (ROOT / "docs" / "figures" / figure).is_file()
@@ -208,16 +240,16 @@ def test_the_headline_spread_is_what_spread_draws_from_the_kept_runs(monkeypatch
 
 
 VERDICT = re.compile(
-    r"\*\*(.+)\*\*(?: \(.+\))?: fine / coarse (—|\S+ \[\S+, \S+\]), slope (\S+ \[\S+, \S+\]), departs: (.+); "
+    r"\*\*(.+?)\*\*: fine / coarse (—|\S+ \[\S+, \S+\]), slope (\S+ \[\S+, \S+\]), departs: (.+); "
     r"share that learns departs: (.+)"
 )
 
 
 def test_the_readme_headline_is_what_invariance_prints():
-    """README's results at a glance: each row's numbers are analysis/invariance.py's for that env's folder (the
-    12600-s CartPole grid kept apart), DAU's and the baseline's (unscaled): fine / coarse, the slope, the steps that
-    depart from the method's level (its every-step line: by the mean, and by the share of runs that learn) and the
-    fewest seeds of any dt."""
+    """README's results at a glance: each row's numbers are `python -m analysis.invariance`'s for that env's folder
+    (the 12600-s CartPole grid kept apart), DAU's and the baseline's (unscaled): fine / coarse, the slope, the steps
+    that depart from the method's level (its every-step line: by the mean, and by the share of runs that learn) and
+    the fewest seeds of any dt; and each verdict's words are its verdict line's, by robustness.verdict's one rule."""
     text = (ROOT / "README.md").read_text()
     rows = [line for line in text.splitlines() if re.match(r"\| \S+-v\d \((DDPG|DQN)\) \|", line)]
     assert len(rows) == 6
@@ -225,42 +257,18 @@ def test_the_readme_headline_is_what_invariance_prints():
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         env_id, baseline = re.fullmatch(r"(\S+) \((\S+)\)", cells[0]).groups()
         folder = RESULTS / "cartpole_12600" if cells[2].startswith("12600") else RESULTS
-        runs = plot.load_runs(folder, [env_id])
-        printed = {}
-        for line in plot.invariance_lines(runs):
-            _, _, label, _, ratio, ratio_low, ratio_high, _, slope, slope_low, slope_high, _, seeds = line.split()
-            ratio_text = "—" if ratio == "nan" else f"{ratio} {ratio_low} {ratio_high}"
-            printed[label] = [ratio_text, f"{slope} {slope_low} {slope_high}", int(seeds)]
-        for line in plot.invariance_lines(runs, robustness.every_step, plot.every_step_line):
-            label = line.split()[2]
-            printed[label] += line.split("; departs: ")[1].split("; seeds")[0].split("; share departs: ")
-            printed[label].append(line)
+        judged = tables.judged(scores.load_runs(folder, [env_id]))
+        printed = {label: (result, steps) for _, label, result, steps in judged}
         dau, other = printed["DAU"], printed[f"{baseline}-unscaled"]
-        seeds = str(dau[2]) if dau[2] == other[2] else f"{dau[2]} / {other[2]}"
+        seeds = str(dau[0].seeds) if dau[0].seeds == other[0].seeds else f"{dau[0].seeds} / {other[0].seeds}"
         assert cells[3] == seeds, row
-        for cell, numbers in ((cells[4], dau), (cells[5], other)):
-            _, ratio, slope, departs, shares = VERDICT.fullmatch(cell).groups()
-            assert [ratio, slope, departs, shares] == [numbers[0], numbers[1], *numbers[3:5]], cell
-            assert cell.startswith(verdict_words(ratio, numbers[-1])), cell
-
-
-def verdict_words(ratio, every_step_line):
-    """The README's verdict for a fine / coarse cell ("0.59 [0.47, 0.73]") and the every-step line: the bound the
-    intervals support. Below 1: "27% to 53% lower at the finest steps"; above: "... higher"; across 1: undecided with
-    both bounds, or, where every step's interval lies within 10% of the level, "within 9% of one level at every step".
-    No ratio (nothing learned at the coarse end): any words."""
-    if ratio == "—":
-        return "**"
-    low, high = (float(value) for value in re.fullmatch(r"\S+ \[(\S+), (\S+)\]", ratio).groups())
-    if high < 1:
-        return f"**{round(100 * (1 - high))}% to {round(100 * (1 - low))}% lower at the finest steps**"
-    if low > 1:
-        return f"**{round(100 * (low - 1))}% to {round(100 * (high - 1))}% higher at the finest steps**"
-    steps = [(float(a), float(b)) for a, b in re.findall(r"\d: \S+ \[(\S+), (\S+)\], \d+/\d+", every_step_line)]
-    spread = max(max(1 - a, b - 1) for a, b in steps) if steps else 1.0
-    if spread <= 0.1:
-        return f"**within {round(100 * spread)}% of one level at every step**"
-    return f"**undecided** ({round(100 * (1 - low))}% lower to {round(100 * (high - 1))}% higher at the finest steps)"
+        for cell, (result, steps) in ((cells[4], dau), (cells[5], other)):
+            words, ratio, slope, departs, shares = VERDICT.fullmatch(cell).groups()
+            _, _, _, _, *line = tables.invariance_line(env_id, "-", result).split()
+            ratio_text = "—" if line[0] == "nan" else " ".join(line[:3])
+            _, step_departs, step_shares = tables.every_step_cells(steps)
+            assert [ratio, slope, departs, shares] == [ratio_text, " ".join(line[4:7]), step_departs, step_shares], cell
+            assert words == robustness.verdict(result, steps), cell
 
 
 def test_the_benchmarks_name_the_machines_the_headline_runs_record():

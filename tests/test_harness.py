@@ -24,7 +24,6 @@ import mujoco
 import numpy as np
 import psutil
 import pytest
-import run_local
 import torch
 import tyro
 from helpers import (
@@ -54,6 +53,7 @@ from harness.logs import PREEMPTED_EXIT_CODE, Logs
 from harness.run_info import UNRECORDED, code_history, code_version
 from harness.settings import env_settings
 from harness.videos import EvaluationVideos, PhysicalTimeVideo
+from sweeps import run_local
 
 
 @pytest.mark.slow

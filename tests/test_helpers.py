@@ -107,7 +107,7 @@ def test_an_environment_that_the_servers_imports_read_gets_a_fresh_interpreter(p
 # The order in which the quick tier failed (issue 78): in one worker, a test that builds torch.optim.SGD in-process
 # (which imports torch._dynamo, which sets TORCHINDUCTOR_CACHE_DIR) after a script has started the server, then the
 # fork probes, which then got fresh interpreters.
-AFTER_DYNAMO = ["tests/test_sweeps.py::test_the_failure_boundary_table_and_figure_from_a_runs_checkpoint",
+AFTER_DYNAMO = ["tests/test_analysis.py::test_the_failure_boundary_table_and_figure_from_a_runs_checkpoint",
                 "tests/test_helpers.py::test_a_forked_script_runs_as_under_a_fresh_interpreter"]  # fmt: skip
 
 

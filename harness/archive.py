@@ -1,7 +1,8 @@
-"""What the sweep tools know of a run: its grid point (identity), its label, and a folder's finished runs.
+"""What the tools know of a finished run: its grid point (identity), its label, and a folder's finished runs.
 
-Every tool in sweeps/ reads runs through this module, so that run_local.py finds the same runs done that plot.py,
-compare.py, diagnostics.py and invariance.py count:
+No script imports it: it is the runs' catalogue, beside the run's identity (run_info.py) that it reads. The sweep
+runner (sweeps/run_local.py) and the analysis (analysis/) both read runs through it, so that the runner finds the
+same runs done that plot.py, compare.py, diagnostics.py and invariance.py count:
 
 - a run's identity is harness.run_info.run_identity of its script and arguments (run.json's "identity"); a run.json
   older than an argument reads as the value the code had before it (harness.run_info.VALUE_BEFORE);
@@ -18,13 +19,11 @@ import functools
 import importlib.util
 import json
 import math
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the scripts and the harness; torch is imported where first needed (run_local)
+ROOT = Path(__file__).resolve().parent.parent  # the scripts, imported from the repository root (python -m ...)
 
 # The discrete research variants before they merged into one (issue 65): their kept runs keep their script's name,
 # and read as dau_discrete_research.py's runs with the same arguments (which compute the same numbers).
