@@ -503,9 +503,10 @@ if __name__ == "__main__":
 
     train_round = graphed(train_round, device)  # on a GPU, the round launched at once as one CUDA graph
     # --first-round-steps F: the updates after vector steps F, F + steps_per_round, ...: after this step of a round,
-    # in the rounds from the clock's rounds_without_updates on (harness/clock.py; their
-    # code/agents/off_policy/offline_agent.py:49, 80, 91 at 8f3c655; authors_code.md, row "when the updates come")
-    learning_step = ((args.first_round_steps or args.steps_per_round) - 1) % args.steps_per_round + 1
+    # from the round of step F on (their code/agents/off_policy/offline_agent.py:49, 80, 91 at 8f3c655;
+    # authors_code.md, row "when the updates come")
+    first_round_steps = args.first_round_steps or args.steps_per_round
+    learning_step = (first_round_steps - 1) % args.steps_per_round + 1
     obs, _ = envs.reset(seed=args.seed)
     # What --resume restores; harness/loop.py looks the optimizer up under "optimizer" to save it in model.pt.
     state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise}
@@ -514,6 +515,7 @@ if __name__ == "__main__":
     # Returns the observations to go on from: on a --resume, the checkpoint's in place of the reset's.
     obs = run.start(envs, obs, state=state, networks=networks, evaluate=evaluate_policy, act=act,
                     diagnostics=DIAGNOSTICS)  # fmt: skip
+    run.loop.clock.rounds_without_updates = (first_round_steps - 1) // args.steps_per_round  # the updates it counts
     with run:  # Ctrl-C stops after the evaluation in flight (twice: at once); SIGTERM after the round with a checkpoint
         for _ in run.rounds():  # evaluations and checkpoints fall between rounds, at multiples of their intervals
             changed_action, failures = torch.zeros((), device=device), 0  # this round's, for diagnostics.csv

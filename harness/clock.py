@@ -26,9 +26,9 @@ class Clock:
         self.round_time = args.num_envs * args.steps_per_round * dt  # physical seconds of interaction per round
         self.num_rounds = whole_rounds(args, dt)
         self.rounds_done, self.evaluations, self.log_rows, self.checkpoints = 0, 0, 0, 0
-        # dau_discrete_research.py's --first-round-steps F: the rounds before the one of vector step F make no updates
-        first_round_steps = getattr(args, "first_round_steps", None) or args.steps_per_round
-        self.rounds_without_updates = (first_round_steps - 1) // args.steps_per_round  # 0 in the paper's scripts
+        # The first rounds that make no updates, set by a script that starts learning later (0 in the paper scripts;
+        # dau_discrete_research.py's --first-round-steps)
+        self.rounds_without_updates = 0
 
     @property
     def physical_time(self):

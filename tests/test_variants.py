@@ -301,11 +301,10 @@ def test_the_first_round_steps_delay_the_first_updates_and_keep_the_budget(paper
     diagnostics = (run_dir / "diagnostics.csv").read_text().splitlines()
     assert "nan" in diagnostics[1] and "nan" not in "".join(diagnostics[2:])  # the first round's window: no updates
     for dt, learning_steps in ((0.01, (69, 70)), (0.0005, (1405, 1406))):
-        for first_round_steps, count in zip((19, None), learning_steps, strict=True):
-            cartpole = SimpleNamespace(total_time=1800, num_envs=256, steps_per_round=10, updates_per_round=50,
-                                       first_round_steps=first_round_steps)  # fmt: skip
+        for rounds_without_updates, count in zip((1, 0), learning_steps, strict=True):  # as the short run's: 1 at 19
+            cartpole = SimpleNamespace(total_time=1800, num_envs=256, steps_per_round=10, updates_per_round=50)
             clock = harness.clock.Clock(cartpole, dt)
-            clock.rounds_done = clock.num_rounds
+            clock.rounds_done, clock.rounds_without_updates = clock.num_rounds, rounds_without_updates
             assert clock.updates == 50 * count
     result = run_script("dau_discrete_research.py", *SHORT, "--first-round-steps", "0", cwd=tmp_path, check=False)
     assert result.returncode != 0 and "--first-round-steps must be positive" in result.stderr, result.stderr
