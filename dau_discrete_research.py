@@ -16,8 +16,10 @@ page gives its verdict under the rule of docs/benchmarks.md (no worse than the p
   as DQN clips its TD error) and --value-horizon H (V's target over round(H / dt) steps of its env, cut at an
   episode's end or a noise-changed action, as Watkins' Q(lambda); a row's flag is set when it is written, so its
   fixed point is the value of the greedy actions of the policies that wrote the memory, not of today's).
-- The replay memory (docs/research/authors_code.md): --buffer-transitions N, a ring of N transitions at every dt (the
-  paper's appendix and the authors' code: 1000000), in place of --buffer-time's physical seconds.
+- The authors' code (docs/research/authors_code.md, "What differs from ours"): --buffer-transitions N, a ring of N
+  transitions at every dt (the paper's appendix and their code: 1000000), in place of --buffer-time's physical
+  seconds; --squared-loss (their mean((Q - target)^2), without Alg. 1's 1 / dt), --truncation-as-termination (a
+  time limit's target r dt), --first-round-steps F (their first updates after 19 vector steps) and --zero-last-bias.
 
     python dau_discrete_research.py --dt 0.0005 --value-horizon 0.01
     python dau_discrete_research.py --dt 0.002 --exploration ou-scaled --terminal-rows 64
@@ -77,6 +79,17 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     buffer_transitions: int | None = None
     """N: a replay memory of N transitions at every dt, N dt seconds, in place of --buffer-time;
     the appendix's cyclic buffer and the authors' code: N = 1000000; None: --buffer-time"""
+    squared_loss: bool = False
+    """the authors' loss mean((Q - target)^2): gradients 2 td dV and 2 td dt dA, Alg. 1's td / dt dV and td / dt dA
+    times 2 dt and 2 dt^2; False: Alg. 1's"""
+    truncation_as_termination: bool = False
+    """a time-limit truncation ends the return as a termination does: its target r dt (the authors' code);
+    False: r dt + gamma^dt V(s'), s' the episode's last state (Alg. 1's for an episode the limit cuts)"""
+    first_round_steps: int | None = None
+    """F: the first updates after F vector steps, then every --steps-per-round (the authors' code: 19, their updates
+    after vector steps 19, 29, ...), the same rounds and budget; None: after --steps-per-round steps (Alg. 1)"""
+    zero_last_bias: bool = False
+    """V's and A's last layers' biases start at 0 (the authors' code), their weights as without; False: PyTorch's"""
     gamma: float = 0.8
     """discount per physical second; a step is discounted by gamma**dt"""
     learning_rate: float = 0.1
@@ -122,7 +135,8 @@ def check_args(args):
     """Refuse values of this script's own flags that cannot give a meaningful run (the harness checks the rest)."""
     if not 0 <= args.epsilon <= 1:
         raise ValueError(f"--epsilon must be in [0, 1], got {args.epsilon}")
-    options_on = ("value_horizon", "advantage_rate_clip", "value_learning_rate", "learning_rate_reference_dt")
+    options_on = ("value_horizon", "advantage_rate_clip", "value_learning_rate", "learning_rate_reference_dt",
+                  "first_round_steps")  # fmt: skip
     require_positive(args, *[name for name in options_on if getattr(args, name) is not None])
     if args.buffer_transitions is not None and args.buffer_transitions < max(args.batch_size, args.num_envs):
         raise ValueError(
@@ -359,7 +373,7 @@ def update(batch, value, advantage, optimizer, dt, gamma, options):
     td = q - target
     # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi: the
     # paper's updates (the official code minimises (Q - target)^2, without the 1/dt: factors of order dt that
-    # RMSprop cancels only where its eps is small against the gradients, not at fine dt; we follow the paper).
+    # RMSprop cancels only where its eps is small against the gradients, not at fine dt; --squared-loss's).
     # Beyond the paper: V's TD error over the horizon, without -dt A (exploring), or from greedy rows only; A's
     # without the terminal rows, (1 - d) td, and its rate clipped. Options off: td / dt for both, Alg. 1's gradients.
     value_td = q - value_target
@@ -371,6 +385,9 @@ def update(batch, value, advantage, optimizer, dt, gamma, options):
     advantage_rate = ((1 - terminated) * td if options.advantage_without_terminal_rows else td).detach() / dt
     if options.advantage_rate_clip is not None:  # V's rate is not clipped: its jump at a failure is what V must learn
         advantage_rate = advantage_rate.clamp(-options.advantage_rate_clip, options.advantage_rate_clip)
+    if options.squared_loss:  # the authors' mean((Q - target)^2), its gradients 2 td dV and 2 td dt dA (their
+        # code/critics/off_policy/advantage.py:86-94 at 8f3c655; authors_code.md, row "the loss's scale")
+        value_term, advantage_rate = 2 * dt * value_term, 2 * dt**2 * advantage_rate
     critic_objective = batch_mean(value_term + advantage_rate * advantage_taken, weight)
     optimizer.zero_grad()
     critic_objective.backward()
@@ -407,13 +424,14 @@ def explore(values, noise, exploration, epsilon, noise_scale=None):
 def env_step(envs, action):
     """Step the envs. Returns the next observations, the rewards, the termination flags and the
     transitions' true next observations: at a time-limit truncation the last observation of the
-    episode, so that the update bootstraps through it.
-    (The official code treats truncation as termination; only termination stops bootstrapping.)"""
-    next_obs, reward, terminated, _, infos = envs.step(action)
+    episode, so that the update bootstraps through it; and the truncation flags.
+    (The official code treats truncation as termination, --truncation-as-termination; here only termination stops
+    bootstrapping.)"""
+    next_obs, reward, terminated, truncated, infos = envs.step(action)
     real_next_obs = next_obs.copy()
     if "_final_obs" in infos:
         real_next_obs[infos["_final_obs"]] = np.stack(infos["final_obs"][infos["_final_obs"]])
-    return next_obs, reward, terminated, real_next_obs
+    return next_obs, reward, terminated, real_next_obs, truncated
 
 
 def evaluate(advantage, eval_envs):
@@ -441,6 +459,9 @@ if __name__ == "__main__":
     value = Value(obs_dim, args.hidden_size, normalizer).to(device)
     advantage = Advantage(obs_dim, num_actions, args.hidden_size, normalizer).to(device)
     networks = {"normalizer": normalizer, "value": value, "advantage": advantage}  # what model.pt keeps
+    if args.zero_last_bias:  # after every draw: the same weights (their code/models.py:29-30 at 8f3c655;
+        for network in (value, advantage):  # authors_code.md, row "the last layer's bias")
+            nn.init.zeros_(network.net[-1].bias)
 
     def act(obs):  # the deterministic policy on one observation, for the videos
         with torch.no_grad():
@@ -481,6 +502,11 @@ if __name__ == "__main__":
                             for k in range(args.updates_per_round)])  # fmt: skip
 
     train_round = graphed(train_round, device)  # on a GPU, the round launched at once as one CUDA graph
+    # --first-round-steps F: the updates after vector steps F, F + steps_per_round, ...: after this step of a round,
+    # from the round of step F on (their code/agents/off_policy/offline_agent.py:49, 80, 91 at 8f3c655;
+    # authors_code.md, row "when the updates come")
+    first_round_steps = args.first_round_steps or args.steps_per_round
+    learning_step = (first_round_steps - 1) % args.steps_per_round + 1
     obs, _ = envs.reset(seed=args.seed)
     # What --resume restores; harness/loop.py looks the optimizer up under "optimizer" to save it in model.pt.
     state = networks | targets | {"optimizer": optimizer, "replay": buffer, "noise": noise}
@@ -489,10 +515,13 @@ if __name__ == "__main__":
     # Returns the observations to go on from: on a --resume, the checkpoint's in place of the reset's.
     obs = run.start(envs, obs, state=state, networks=networks, evaluate=evaluate_policy, act=act,
                     diagnostics=DIAGNOSTICS)  # fmt: skip
+    run.loop.clock.rounds_without_updates = (first_round_steps - 1) // args.steps_per_round  # the updates it counts
     with run:  # Ctrl-C stops after the evaluation in flight (twice: at once); SIGTERM after the round with a checkpoint
         for _ in run.rounds():  # evaluations and checkpoints fall between rounds, at multiples of their intervals
             changed_action, failures = torch.zeros((), device=device), 0  # this round's, for diagnostics.csv
-            for _ in range(args.steps_per_round):  # Alg. lines "for j = 1, nb_steps"
+            learns = run.loop.clock.rounds_done >= run.loop.clock.rounds_without_updates  # (Alg. 1: every round)
+            stats, round_stats = torch.empty(0, len(TRAINING_STATS)), []  # a round without updates: out of the logs
+            for step in range(1, args.steps_per_round + 1):  # Alg. lines "for j = 1, nb_steps"
                 obs_tensor = torch.as_tensor(obs, dtype=torch.float32, device=device)
                 if args.normalize_obs:
                     normalizer.update(obs_tensor)
@@ -505,13 +534,20 @@ if __name__ == "__main__":
                     continues = ([buffer.follows(obs_tensor, action == advantages.argmax(-1))]
                                  if args.value_horizon else [])  # fmt: skip
                     action = action.cpu().numpy()
-                next_obs, reward, terminated, real_next_obs = env_step(envs, action)
+                next_obs, reward, terminated, real_next_obs, truncated = env_step(envs, action)
                 failures += int(terminated.sum())
-                buffer.add(obs, action, reward, terminated, real_next_obs, *continues)
+                # --truncation-as-termination: d = 1 at a time limit too, the target r dt (their code/envs/wrappers.py:
+                # 55-59, code/critics/off_policy/advantage.py:80 at 8f3c655; authors_code.md, row "time-limit
+                # truncation"); s' the episode's last state, which d masks out, as theirs masks the reset's
+                done = terminated | truncated if args.truncation_as_termination else terminated
+                buffer.add(obs, action, reward, done, real_next_obs, *continues)
                 obs = next_obs
-            batches = buffer.sample(args.updates_per_round, args.batch_size, args.terminal_rows, value_horizon_steps)
-            stats = train_round(batches)
-            round_stats = [changed_action / args.steps_per_round,
-                           torch.tensor(failures / run.round_time, device=device),  # round_time: one round, envs summed
-                           gradient_rms(optimizer, value), gradient_rms(optimizer, advantage)]  # fmt: skip
+                if step == learning_step and learns:  # Alg. lines "for k = 1, nb_learn" (at the round's end)
+                    batches = buffer.sample(args.updates_per_round, args.batch_size, args.terminal_rows,
+                                            value_horizon_steps)  # fmt: skip
+                    stats = train_round(batches)
+            if learns:
+                round_stats = [changed_action / args.steps_per_round,
+                               torch.tensor(failures / run.round_time, device=device),  # one round, envs summed
+                               gradient_rms(optimizer, value), gradient_rms(optimizer, advantage)]  # fmt: skip
             run.end_round(stats=stats, round_stats=round_stats, obs=obs)  # diagnostics.csv, W&B; obs: checkpoints

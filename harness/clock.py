@@ -26,6 +26,9 @@ class Clock:
         self.round_time = args.num_envs * args.steps_per_round * dt  # physical seconds of interaction per round
         self.num_rounds = whole_rounds(args, dt)
         self.rounds_done, self.evaluations, self.log_rows, self.checkpoints = 0, 0, 0, 0
+        # The first rounds that make no updates, set by a script that starts learning later (0 in the paper scripts;
+        # dau_discrete_research.py's --first-round-steps)
+        self.rounds_without_updates = 0
 
     @property
     def physical_time(self):
@@ -37,7 +40,7 @@ class Clock:
 
     @property
     def updates(self):
-        return self.rounds_done * self.args.updates_per_round
+        return max(self.rounds_done - self.rounds_without_updates, 0) * self.args.updates_per_round
 
     def _due(self, done, interval):
         """Whether the (done + 1)-th event of an `interval` is due: the physical time has reached done * interval

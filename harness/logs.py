@@ -82,6 +82,8 @@ class Logs:
     def add_round(self, stats, round_stats, sps):
         """A round's statistics into the window: the mean of its updates' `stats` and its own `round_stats`."""
         self.progress.update(self.task, completed=self.clock.physical_time, last_eval=self.last_eval, sps=sps)
+        if not len(stats):  # a round without updates (dau_discrete_research.py's --first-round-steps): none to average
+            return
         self.window += torch.cat([stats.mean(0), torch.stack(round_stats).cpu()])
         self.window_rounds += 1
 

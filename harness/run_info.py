@@ -31,6 +31,8 @@ VALUE_BEFORE = {"round_seconds": None,  # 5a765e3: --round-seconds, off by defau
                 "advantage_without_terminal_rows": False, "value_horizon": None,  # the horizon options, off
                 "advantage_rate_clip": None,  # its third (issue 56), off
                 "buffer_transitions": None,  # issue 76: the memory in physical seconds (--buffer-time), not a ring
+                "squared_loss": False, "truncation_as_termination": False,  # issue 76 §5: the authors' code's
+                "first_round_steps": None, "zero_last_bias": False,  # other differences, off
                 }  # fmt: skip
 # Scripts that compute what another script computes with the same arguments (its options off: a test checks it).
 # dau_discrete_research.py merged three (issue 65), whose kept runs keep their names.

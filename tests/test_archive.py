@@ -149,7 +149,8 @@ def test_a_grid_point_is_what_its_run_computes():
     assert run_identity("dau_discrete_research.py", research) == point  # the research variant, its options off
     for option in ({"terminal_rows": 64}, {"value_horizon": 0.05}, {"advantage_rate_clip": 2000.0},
                    {"exploration": "ou-scaled"}, {"learning_rate_reference_dt": 0.01},
-                   {"buffer_transitions": 1_000_000}):  # fmt: skip
+                   {"buffer_transitions": 1_000_000}, {"squared_loss": True}, {"truncation_as_termination": True},
+                   {"first_round_steps": 19}, {"zero_last_bias": True}):  # fmt: skip
         assert run_identity("dau_discrete_research.py", research | option) != point, option
         # The variants it merged (their kept runs keep their names): the same grid point, option on or off.
         for merged in archive.MERGED:

@@ -179,12 +179,15 @@ runpy.run_path({script!r}, run_name="__main__")
 
 # The research variants with every option on: their rounds differ from the paper's scripts' inside the graph (the
 # sqrt(dt) learning rates, the stratified batch's weights, the decoupled decay, V's n-step target, A's mask and
-# clipped rate, V's own rate and greedy rows).
+# clipped rate, V's own rate and greedy rows, the authors' loss scale), and a first round without updates before the
+# capture (--first-round-steps).
 VARIANTS = {
     "dau_discrete_research.py": ["--exploration", "ou-scaled", "--value-learning-rate", "0.05",
                                  "--value-update", "greedy", "--learning-rate-reference-dt", "0.04",
                                  "--terminal-rows", "8", "--weight-decay", "5", "--value-horizon", "0.1",
-                                 "--advantage-without-terminal-rows", "--advantage-rate-clip", "50"],
+                                 "--advantage-without-terminal-rows", "--advantage-rate-clip", "50",
+                                 "--squared-loss", "--truncation-as-termination", "--first-round-steps", "19",
+                                 "--zero-last-bias"],
     "dau_continuous_horizon.py": ["--value-horizon", "0.1"],
 }  # fmt: skip
 

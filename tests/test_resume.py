@@ -26,11 +26,13 @@ from harness.files import save_checkpoint
 # dau_discrete_research.py with every option on. --exploration ou-scaled: its running spread averages over
 # 1 / kappa = 2 s here (at the default kappa 7.5, a spread lost at the resume would not change an action in this
 # short run). --value-horizon (and dau_continuous_horizon.py's): which rows continue their env's previous one is read
-# from the restored memory. --terminal-rows: the terminal rows are found in the restored memory.
+# from the restored memory. --terminal-rows: the terminal rows are found in the restored memory. --first-round-steps:
+# which rounds make updates, and how many were made, are read from the restored clock.
 RESEARCH = ["--exploration", "ou-scaled", "--ou-kappa", "0.5", "--value-update", "exploring",
             "--value-learning-rate", "0.05", "--learning-rate-reference-dt", "0.02", "--terminal-rows", "8",
             "--weight-decay", "0.5", "--value-horizon", "0.05", "--advantage-without-terminal-rows",
-            "--advantage-rate-clip", "50"]  # fmt: skip
+            "--advantage-rate-clip", "50", "--squared-loss", "--truncation-as-termination", "--first-round-steps", "19",
+            "--zero-last-bias"]  # fmt: skip
 SLOW = pytest.mark.slow  # the quick tier (-m "not slow") resumes dau_discrete.py and the discrete research variant
 CASES = [
     pytest.param("dau_continuous.py", "Pendulum-v1", [], marks=SLOW),

@@ -26,6 +26,7 @@ import dau_continuous_horizon as continuous_horizon
 import dau_discrete as paper
 import dau_discrete_research as research
 import harness.args
+import harness.clock
 
 SHORT = ["--env-id", "CartPole-v1", "--dt", "0.01", *TINY, "--total-time", "4", "--checkpoint-every", "100"]
 
@@ -45,9 +46,17 @@ def short_run(folder, script, *extra, env_id="CartPole-v1"):
 
 
 @pytest.fixture(scope="module")
-def papers_run(tmp_path_factory):
+def papers_folder(tmp_path_factory):
+    """The folder of dau_discrete.py's short run (its checkpoints/0.0s.pt: the networks at the start)."""
+    folder = tmp_path_factory.mktemp("paper") / "run"
+    short_run(folder, "dau_discrete.py")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def papers_run(papers_folder):
     """dau_discrete.py's short run: what the variants with their options off must log."""
-    return short_run(tmp_path_factory.mktemp("paper") / "run", "dau_discrete.py")
+    return logged(papers_folder)
 
 
 @pytest.mark.parametrize(
@@ -57,15 +66,17 @@ def papers_run(tmp_path_factory):
         ("dau_discrete_research.py", ["--learning-rate-reference-dt", "0.01"]),  # the sqrt(dt) rule at dt = DT0
         ("dau_discrete_research.py", ["--value-horizon", "0.01"]),  # V's target over one step: n = 1
         ("dau_discrete_research.py", ["--buffer-transitions", "1000"]),  # a ring larger than the run's 400 rows
+        ("dau_discrete_research.py", ["--first-round-steps", "10"]),  # the first round as long as the others
     ],
-    ids=["research", "reference-dt-is-dt", "horizon-one-step", "ring-holds-the-run"],
+    ids=["research", "reference-dt-is-dt", "horizon-one-step", "ring-holds-the-run", "first-round-of-10"],
 )
 def test_with_its_defaults_the_variant_is_the_papers_script(script, extra, papers_run, tmp_path):
     """The same short run of dau_discrete.py and of the variant with its defaults: the same evals.csv (wall times
     aside) and diagnostics.csv, and the variant's checkpoint holds the paper's script's state and no more. The
     sqrt(dt) rule with its reference step at the run's dt, V's target over a horizon of one step (its replay
-    memory's rows followed env by env, its batches carrying the rows ahead), and a fixed ring of transitions that holds
-    every transition the run collects, are Alg. 1 bit for bit."""
+    memory's rows followed env by env, its batches carrying the rows ahead), a fixed ring of transitions that holds
+    every transition the run collects, and a first round as long as the others (its updates from inside the step
+    loop), are Alg. 1 bit for bit."""
     paper_evals, paper_diagnostics, paper = papers_run
     evals, diagnostics, variant = short_run(tmp_path / "variant", script, *extra)
     assert len(paper_evals) == 5 and len(paper_diagnostics.splitlines()) > 5
@@ -177,6 +188,151 @@ def test_a_fixed_ring_holds_n_transitions_and_differs_from_the_physical_memory_o
     result = run_script("dau_discrete_research.py", *SHORT, "--buffer-transitions", "8", cwd=tmp_path, check=False)
     assert result.returncode != 0 and "--buffer-transitions must hold a batch" in result.stderr, result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+# The authors' code's other differences (issue 76 §5; docs/research/authors_code.md, "What differs from ours").
+AUTHORS = ["--squared-loss", "--truncation-as-termination", "--first-round-steps", "19", "--zero-last-bias"]
+
+
+def test_the_squared_loss_steps_down_the_authors_loss(float64):
+    """--squared-loss: one SGD step (lr 1) is minus the gradient, by autograd, of the authors' loss
+    mean((V(s) + dt A(s, a) - Q~)^2), Q~ = r dt + (1 - d) gamma^dt V(s') detached (their
+    code/critics/off_policy/advantage.py:79-94): 2 td dV on V and 2 td dt dA on A, Alg. 1's steps times 2 dt and
+    2 dt^2. The TD statistics update() returns are Alg. 1's, bit for bit (the same TD errors)."""
+    dt, gamma = 0.01, 0.8
+    torch.manual_seed(0)
+    normalizer = research.Normalizer(4)
+    value, advantage = research.Value(4, 16, normalizer), research.Advantage(4, 3, 16, normalizer)
+    batch = fixed_batch(obs_dim=4, num_actions=3, n=12)  # every third transition terminated
+    obs, action, reward, terminated, next_obs = batch
+    advantages = advantage(obs)
+    q = value(obs) + dt * (advantages.gather(1, action).squeeze(1) - advantages.max(1).values)
+    expected_q = (reward * dt + gamma**dt * (1 - terminated) * value(next_obs)).detach()
+    authors = per_sample_gradient(((q - expected_q) ** 2).mean(), [*value.parameters(), *advantage.parameters()])
+    steps, stats = {}, {}
+    for name, options in (("squared", research.Args(squared_loss=True)), ("paper", research.Args())):
+        networks = copy.deepcopy(value), copy.deepcopy(advantage)
+        optimizer = torch.optim.SGD([*networks[0].parameters(), *networks[1].parameters()], lr=1.0)
+        stats[name] = research.update(batch, *networks, optimizer, dt, gamma, options)
+        steps[name] = flat(value) - flat(networks[0]), flat(advantage) - flat(networks[1])
+    value_size = len(flat(value))
+    torch.testing.assert_close(torch.cat(steps["squared"]), authors, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(steps["squared"][0], 2 * dt * steps["paper"][0], rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(steps["squared"][1], 2 * dt**2 * steps["paper"][1], rtol=1e-9, atol=1e-12)
+    assert authors[:value_size].abs().max() > 0 and authors[value_size:].abs().max() > 0
+    assert torch.equal(stats["squared"], stats["paper"])
+
+
+def episode_ends(replay, num_envs, limit_steps):
+    """Each row of a replay memory that holds a whole short run (env e's step k at row k num_envs + e): whether it
+    ends its episode (its s' is not its env's next row's s; an env's last row, at the time limit) and whether by
+    the time limit (the episode's limit_steps-th step)."""
+    obs, next_obs, rows = replay["fields"][0], replay["fields"][4], replay["size"]
+    ends, truncations = torch.zeros(rows, dtype=torch.bool), torch.zeros(rows, dtype=torch.bool)
+    for env in range(num_envs):
+        length = 0
+        for row in range(env, rows, num_envs):
+            length += 1
+            last = row + num_envs >= rows
+            ends[row] = length == limit_steps if last else not torch.equal(next_obs[row], obs[row + num_envs])
+            truncations[row] = ends[row] and length == limit_steps
+            length = 0 if ends[row] else length
+    return ends, truncations
+
+
+def test_truncation_as_termination_gives_a_time_limits_transition_the_target_r_dt(tmp_path):
+    """--truncation-as-termination (their code/envs/wrappers.py:55-59, advantage.py:80): a short run's memory (time
+    limit 0.2 s: 20 steps at dt 0.01, which some episodes reach and some do not) holds d = 1 at every episode's end,
+    the time limits' included, with s' the episode's last state (not the next row's s); and at no other row. update()
+    gives the time limits' transitions the target r dt: the TD error V(s) + dt A(s, a) - r dt, where Alg. 1's
+    bootstraps on gamma^dt V(s'). (Off, the script stores the paper's flags: the options-off runs above.)"""
+    _, _, variant = short_run(tmp_path / "variant", "dau_discrete_research.py", "--truncation-as-termination",
+                              "--time-limit", "0.2")  # fmt: skip
+    replay = variant["state"]["replay"]
+    ends, truncations = episode_ends(replay, num_envs=4, limit_steps=20)
+    assert truncations.sum() >= 2 and (ends & ~truncations).sum() >= 2 and replay["size"] == 400
+    assert torch.equal(replay["fields"][3][:, 0] > 0, ends)
+    rows = replay["fields"]
+    dt, gamma = 0.01, 0.8
+    torch.manual_seed(0)
+    normalizer = research.Normalizer(4)
+    value, advantage = research.Value(4, 16, normalizer), research.Advantage(4, 2, 16, normalizer)
+    optimizer = torch.optim.SGD([*value.parameters(), *advantage.parameters()], lr=0.0)
+    for row in truncations.nonzero()[:, 0].tolist():
+        obs, action, reward, terminated, next_obs = (field[row : row + 1] for field in rows)
+        batch = [obs, action.long(), reward[:, 0], terminated[:, 0], next_obs]
+        with torch.no_grad():
+            advantages = advantage(obs)[0]
+            q = value(obs)[0] + dt * (advantages[int(action)] - advantages.max())
+            bootstrap = gamma**dt * value(next_obs)[0]
+        td_loss = research.update(batch, value, advantage, optimizer, dt, gamma, research.Args())[0]
+        assert td_loss == pytest.approx(((q - reward[0, 0] * dt) ** 2).item(), rel=1e-5)
+        assert td_loss != pytest.approx(((q - reward[0, 0] * dt - bootstrap) ** 2).item(), rel=1e-3)
+
+
+# The vector steps after which a run's update() rounds begin (its sample() calls): the run's clock and step.
+RECORD_LEARNING_STEPS = """
+records = []
+
+
+def profile(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "sample" and frame.f_code.co_filename == {script!r}:
+        main = frame.f_back.f_locals  # the script's main block
+        records.append(main["run"].loop.clock.rounds_done * main["args"].steps_per_round + main["step"])
+"""
+
+
+def test_the_first_round_steps_delay_the_first_updates_and_keep_the_budget(papers_run, tmp_path):
+    """--first-round-steps 19 (their code/agents/off_policy/offline_agent.py:49, 80, 91): a short run's updates come
+    after vector steps 19, 29, ..., 99 (100 steps, rounds of 10), one round of updates fewer than the paper's 10, which
+    evals.csv and run.json count; the same rounds, physical times and env steps as the paper's run. The clock's count
+    of updates over 1800 s is the one docs/research/authors_code.md gives: 69 learning steps (3450 updates) at dt
+    0.01, 1405 (70250) at dt 0.0005, against 70 and 1406. A first round of 0 steps is refused before any work."""
+    probe = profiled_script(tmp_path, "dau_discrete_research.py", RECORD_LEARNING_STEPS, "steps.json")
+    run_script(str(probe), *SHORT, "--first-round-steps", "19", cwd=tmp_path)
+    assert json.loads((tmp_path / "steps.json").read_text()) == list(range(19, 100, 10))
+    (run_dir,) = (tmp_path / "runs").glob("*__*")
+    assert json.loads((run_dir / "run.json").read_text())["updates"] == 9 * 2
+    evals, paper_evals = read_evals(tmp_path), papers_run[0]
+    assert [(row["physical_time"], row["env_steps"]) for row in evals] == [
+        (row["physical_time"], row["env_steps"]) for row in paper_evals
+    ]
+    assert [int(row["updates"]) for row in evals] == [max(int(row["updates"]) - 2, 0) for row in paper_evals]
+    diagnostics = (run_dir / "diagnostics.csv").read_text().splitlines()
+    assert "nan" in diagnostics[1] and "nan" not in "".join(diagnostics[2:])  # the first round's window: no updates
+    for dt, learning_steps in ((0.01, (69, 70)), (0.0005, (1405, 1406))):
+        for rounds_without_updates, count in zip((1, 0), learning_steps, strict=True):  # as the short run's: 1 at 19
+            cartpole = SimpleNamespace(total_time=1800, num_envs=256, steps_per_round=10, updates_per_round=50)
+            clock = harness.clock.Clock(cartpole, dt)
+            clock.rounds_done, clock.rounds_without_updates = clock.num_rounds, rounds_without_updates
+            assert clock.updates == 50 * count
+    result = run_script("dau_discrete_research.py", *SHORT, "--first-round-steps", "0", cwd=tmp_path, check=False)
+    assert result.returncode != 0 and "--first-round-steps must be positive" in result.stderr, result.stderr
+
+
+def test_the_zeroed_last_bias_leaves_every_weight_as_the_default_draws_it(papers_folder, tmp_path):
+    """--zero-last-bias (their code/models.py:29-30): at the start (checkpoints/0.0s.pt) V's and A's last layers'
+    biases are 0, and every other parameter and buffer is the paper's run's, bit for bit (no random draw moved)."""
+    short_run(tmp_path / "variant", "dau_discrete_research.py", "--zero-last-bias")
+    (start,) = (tmp_path / "variant" / "runs").glob("*__*/checkpoints/0.0s.pt")
+    (papers_start,) = papers_folder.glob("runs/*__*/checkpoints/0.0s.pt")
+    zeroed, paper_networks = torch.load(start, weights_only=True), torch.load(papers_start, weights_only=True)
+    for network in ("value", "advantage"):
+        assert zeroed[network].keys() == paper_networks[network].keys()
+        for name, tensor in zeroed[network].items():
+            if name == "net.6.bias":  # the last Linear of mlp()
+                assert (tensor == 0).all() and (paper_networks[network][name] != 0).all()
+            else:
+                assert torch.equal(tensor, paper_networks[network][name]), (network, name)
+
+
+def test_the_authors_differences_all_at_once_with_their_ring_run_end_to_end(tmp_path):
+    """The four options and --buffer-transitions together: a short run ends with its evaluations, a ring of 200
+    transitions and the delayed schedule's 18 updates."""
+    evals, _, variant = short_run(tmp_path / "authors", "dau_discrete_research.py", *AUTHORS,
+                                  "--buffer-transitions", "200")  # fmt: skip
+    assert len(evals) == 5 and variant["state"]["replay"]["capacity"] == 200
+    assert int(evals[-1]["updates"]) == 18
 
 
 def small_buffer(terminal_rows):
