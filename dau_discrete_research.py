@@ -80,14 +80,14 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     """N: a replay memory of N transitions at every dt, N dt seconds, in place of --buffer-time;
     the appendix's cyclic buffer and the authors' code: N = 1000000; None: --buffer-time"""
     squared_loss: bool = False
-    """the authors' loss mean((Q - target)^2): gradients 2 td dV and 2 td dt dA, Alg. 1's td / dt dV and td / dt dA
-    times 2 dt and 2 dt^2; False: Alg. 1's"""
+    """the authors' loss mean((Q - target)^2), gradients 2 td dV and 2 td dt dA (Alg. 1's times 2 dt and 2 dt^2);
+    False: Alg. 1's td / dt dV and td / dt dA"""
     truncation_as_termination: bool = False
     """a time-limit truncation ends the return as a termination does: its target r dt (the authors' code);
     False: r dt + gamma^dt V(s'), s' the episode's last state (Alg. 1's for an episode the limit cuts)"""
     first_round_steps: int | None = None
-    """F: the first updates after F vector steps, then every --steps-per-round (the authors' code: 19, their updates
-    after vector steps 19, 29, ...), the same rounds and budget; None: after --steps-per-round steps (Alg. 1)"""
+    """F: the first updates after F vector steps, then every --steps-per-round, the same rounds and budget;
+    the authors' code: 19 (their updates after vector steps 19, 29, ...); None: after --steps-per-round (Alg. 1)"""
     zero_last_bias: bool = False
     """V's and A's last layers' biases start at 0 (the authors' code), their weights as without; False: PyTorch's"""
     gamma: float = 0.8
@@ -548,6 +548,6 @@ if __name__ == "__main__":
                     stats = train_round(batches)
             if learns:
                 round_stats = [changed_action / args.steps_per_round,
-                               torch.tensor(failures / run.round_time, device=device),  # one round, envs summed
+                               torch.tensor(failures / run.round_time, device=device),  # round_time: envs summed
                                gradient_rms(optimizer, value), gradient_rms(optimizer, advantage)]  # fmt: skip
             run.end_round(stats=stats, round_stats=round_stats, obs=obs)  # diagnostics.csv, W&B; obs: checkpoints
