@@ -294,7 +294,7 @@ def test_a_worker_that_fails_stops_the_call_at_once(workdir, monkeypatch):
     D2: in a real sweep, hours a worker short, the failed worker's point dropped)."""
     monkeypatch.chdir(workdir)
     (workdir / "tiny.yaml").write_text(TINY_SWEEP)
-    worker, started, stopped = threading.local(), [], threading.Event()
+    worker, started, stopped, first_running = threading.local(), [], threading.Event(), threading.Event()
 
     class Pool(run_local.ThreadPoolExecutor):  # numbers the workers in the order they are submitted
         submitted = 0
@@ -310,7 +310,8 @@ def test_a_worker_that_fails_stops_the_call_at_once(workdir, monkeypatch):
 
     class Run:  # the first worker's run goes on until a SIGTERM (10 s at most); the second worker's cannot start
         def __init__(self, command, **kwargs):
-            if worker.index == 1:
+            if worker.index == 1:  # once the first run is going (the call waits on it), not before it starts
+                first_running.wait(timeout=10)
                 raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
             started.append(command)
 
@@ -318,6 +319,7 @@ def test_a_worker_that_fails_stops_the_call_at_once(workdir, monkeypatch):
             stopped.set()
 
         def wait(self):
+            first_running.set()
             stopped.wait(timeout=10)
             return 0
 
