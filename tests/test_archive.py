@@ -51,6 +51,7 @@ KEPT_GRIDS = [
      f"{RESULTS}/bipedal_horizon_grid"),  # issue 56's continuous horizon on BipedalWalker
     (("bipedal_dau",), ("total_time=20000", "seed=1,2", "dt=0.01,0.005"), f"{RESULTS}/bipedal_dau_diagnostics"),
     (("../research/cartpole_dau_ring",), (), f"{RESULTS}/cartpole_ring"),  # issue 76: the appendix's ring, 1800 s
+    (("../research/cartpole_dau_official",), (), f"{RESULTS}/cartpole_official"),  # issue 76 §5: the ring + four
 ]  # fmt: skip
 
 
