@@ -308,10 +308,16 @@ def test_a_worker_that_fails_stops_the_call_at_once(workdir, monkeypatch):
 
             return super().submit(numbered, *args)
 
+    claim = run_local.claim
+
+    def claim_once_the_first_run_is_going(identity):  # the call waits on the first run when the second one fails
+        if worker.index == 1:  # here, not in Popen: the call starts its runs under a lock, which the wait would hold
+            first_running.wait(timeout=10)
+        return claim(identity)
+
     class Run:  # the first worker's run goes on until a SIGTERM (10 s at most); the second worker's cannot start
         def __init__(self, command, **kwargs):
-            if worker.index == 1:  # once the first run is going (the call waits on it), not before it starts
-                first_running.wait(timeout=10)
+            if worker.index == 1:
                 raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
             started.append(command)
 
@@ -324,6 +330,7 @@ def test_a_worker_that_fails_stops_the_call_at_once(workdir, monkeypatch):
             return 0
 
     monkeypatch.setattr(run_local, "ThreadPoolExecutor", Pool)
+    monkeypatch.setattr(run_local, "claim", claim_once_the_first_run_is_going)
     monkeypatch.setattr(run_local.subprocess, "Popen", Run)
     began = time.time()
     with pytest.raises(OSError, match="Resource temporarily unavailable"):
