@@ -7,6 +7,7 @@ its mean, or a share of its runs that stall). Each cell draws `grids` grids from
 that every method judges the same grids (the pooled t's power beside the moderated t's is paired).
 """
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -108,6 +109,7 @@ class Calibrated(NamedTuple):
     judged_grids: int = 0  # how many grids those are (all of them for another kind)
 
 
+@functools.cache  # a cell is drawn from its own seed: a second call (a test's, the table's) is the first's
 def every_step_calibration(seeds, spread, departure=None, grids=200, simultaneous=True, method="moderated"):
     """every_step on `grids` synthetic grids of `seeds` runs per dt, with a spread of NULLS (its name) and one of
     DEPARTURES or none: coverage for an invariant method, power against a departure (Calibrated)."""
