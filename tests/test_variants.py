@@ -173,13 +173,18 @@ def test_a_fixed_ring_holds_n_transitions_and_differs_from_the_physical_memory_o
     papers_run, tmp_path
 ):
     """--buffer-transitions N: a ring of N transitions, which wraps once the run collects more (here 80 of 400: another
-    run than the paper's). On CartPole at 1800 s the appendix's 1000000 and the scripts' 10000 s hold the same rows
-    at dt 0.002 and coarser (all of the run's: the same run, as the test above shows for a ring larger than the run),
-    and the ring holds less at dt 0.001 and 0.0005 (1000 and 500 s); at 12600 s the two differ below dt 0.01. A ring
-    smaller than a batch is refused before any work."""
+    run than the paper's), and is the paper's script's run with --buffer-time of as many rows (0.8 s: 80), wraps
+    included. On CartPole at 1800 s the appendix's 1000000 and the scripts' 10000 s hold the same rows at dt 0.002 and
+    coarser (all of the run's: the same run, as the test above shows for a ring larger than the run), and the ring
+    holds less at dt 0.001 and 0.0005 (1000 and 500 s); at 12600 s the two differ below dt 0.01, and at dt 0.01 both
+    hold 1000000 rows, which wrap: the same run. A ring smaller than a batch is refused before any work."""
     evals, diagnostics, variant = short_run(tmp_path / "ring", "dau_discrete_research.py", "--buffer-transitions", "80")
     assert variant["state"]["replay"]["capacity"] == 80 and papers_run[2]["state"]["replay"]["capacity"] == 400
     assert diagnostics != papers_run[1]
+    physical_evals, physical_diagnostics, physical = short_run(tmp_path / "physical", "dau_discrete.py",
+                                                               "--buffer-time", "0.8")  # fmt: skip
+    assert physical["state"]["replay"]["capacity"] == 80
+    assert (physical_evals, physical_diagnostics) == (evals, diagnostics)
     for total_time, same_rows in ((1800, (0.01, 0.005, 0.002)), (12600, (0.01,))):
         for dt in (0.01, 0.005, 0.002, 0.001, 0.0005):
             cartpole = SimpleNamespace(total_time=total_time, num_envs=256, steps_per_round=10, buffer_time=10_000)
