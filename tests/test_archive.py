@@ -52,6 +52,7 @@ KEPT_GRIDS = [
     (("bipedal_dau",), ("total_time=20000", "seed=1,2", "dt=0.01,0.005"), f"{RESULTS}/bipedal_dau_diagnostics"),
     (("../research/cartpole_dau_ring",), (), f"{RESULTS}/cartpole_ring"),  # issue 76: the appendix's ring, 1800 s
     (("../research/cartpole_dau_official",), (), f"{RESULTS}/cartpole_official"),  # issue 76 §5: the ring + four
+    (("../research/cartpole_dau_ring_12600",), (), f"{RESULTS}/cartpole_ring_12600"),  # issue 76 §3: 12600 s
 ]  # fmt: skip
 
 
