@@ -33,9 +33,17 @@ MERGED = dict.fromkeys(("dau_discrete_beyond_paper.py", "dau_discrete_td_noise.p
 ALGORITHMS = {"dau_continuous.py": "DAU", "dau_discrete.py": "DAU", "dau_discrete_research.py": "DAU",
               "dau_continuous_horizon.py": "DAU", "ddpg_baseline.py": "DDPG", "dqn_baseline.py": "DQN",
               **dict.fromkeys(MERGED, "DAU")}  # fmt: skip
-# Code that is not the project's, run as one of its runs, with its algorithm and its label: the authors' own DAU
-# (sweeps/authors_code.py).
-OTHER_CODE = {"authors_code.py": ("DAU", "DAU-authors")}
+# Code that is not the project's, run as one of its runs, with its algorithm and its label, by its --algo: the
+# authors' own DAU and unscaled baselines (sweeps/authors_code.py; runs from before --algo are their DAU's).
+OTHER_CODE = {"authors_code.py": {"ddau": ("DAU", "DAU-authors"), "dqn": ("DQN", "DQN-authors"),
+                                  "ddpg": ("DDPG", "DDPG-authors")}}  # fmt: skip
+
+
+def other_code(run):
+    """(algorithm, label) of other code run as one of ours (OTHER_CODE), or None."""
+    return OTHER_CODE.get(run["script"], {}).get(run["args"].get("algo", "ddau"))
+
+
 # A script labelled against another's defaults: dau_discrete.py's runs before the options moved out recorded
 # them (value_update "all"...), and its defaults lack them; the variant script's defaults are those options off.
 LABELLED_AGAINST = {"dau_discrete.py": "dau_discrete_research.py"}
@@ -175,7 +183,7 @@ def label(run):
     from harness.run_info import NOT_COMPUTED
 
     script, args = run["script"], filled_args(run)
-    name = ALGORITHMS.get(script) or OTHER_CODE.get(script, (None, Path(script).stem))[1]
+    name = ALGORITHMS.get(script) or (other_code(run) or (None, Path(script).stem))[1]
     if script in BASELINES:
         name += "-scaled" if args.get("scaled") else "-unscaled"
     reference = known_script(script)
@@ -197,7 +205,7 @@ def algorithm(run):
     """DAU, DDPG or DQN: the algorithm of the run's script, of the script a patched copy is (known_script), or of
     other code run as one of ours (OTHER_CODE); None for another script."""
     reference = known_script(run["script"])
-    return ALGORITHMS[reference] if reference else OTHER_CODE.get(run["script"], (None,))[0]
+    return ALGORITHMS[reference] if reference else (other_code(run) or (None,))[0]
 
 
 def finished_runs(folders, env_ids=()):

@@ -1,4 +1,5 @@
-"""sweeps/authors_code.py, the runner of the authors' own DAU: its shims change nothing their algorithm sees.
+"""sweeps/authors_code.py, the runner of the authors' own DAU and unscaled baselines: its shims
+(sweeps/authors_shims.py) change nothing their algorithm sees.
 
 The shims' tests need no copy of the authors' code. The tests that run their code skip unless a checkout of
 ctallec/continuous-rl is named by $DAU_AUTHORS_CHECKOUT (docs/research/authors_code.md says how to get one)."""
@@ -15,6 +16,7 @@ from helpers import ROOT, read_csv
 
 from dt_wrappers import make_env
 from sweeps import authors_code
+from sweeps import authors_shims as shims
 
 CHECKOUT = os.environ.get(authors_code.CHECKOUT_VARIABLE)
 needs_checkout = pytest.mark.skipif(
@@ -25,7 +27,7 @@ ACTIONS = [1, 1, 0, 1, 0] * 1000  # pushes right more than left: a fall within 5
 
 def old_api_trajectory(dt, seed):
     """(observation, reward, done) of the shim's CartPole at tau = dt, as their make_env sets it, until done."""
-    env = authors_code.old_api_cartpole().unwrapped
+    env = shims.old_api_cartpole().unwrapped
     env.tau = dt
     env.seed(seed)
     steps = [(env.reset(), None, False)]
@@ -57,14 +59,45 @@ def test_the_old_api_cartpole_is_gymnasiums_with_tau_dt(dt):
         our_observation, our_reward, *_ = ours.step(action)
         assert np.array_equal(observation, our_observation) and our_reward == reward
     assert theirs[-1][2], "the sequence should end in a fall"
-    later = authors_code.old_api_cartpole()
+    later = shims.old_api_cartpole()
     later.seed(7)
     first = later.reset()
     assert not np.array_equal(later.reset(), first)  # only the first reset takes the seed, as Gym's seed() did
 
 
+@pytest.mark.parametrize("dt", [0.01, 0.0005])
+def test_the_old_api_pendulum_is_gymnasiums_with_dt_dt(dt):
+    """Their `continuous_pendulum`: Gym's old reset/step over Gymnasium's Pendulum with dt = dt (their make_env sets
+    `env.dt` on the unwrapped env). The same trajectory, state for state, as Gymnasium's Pendulum-v1 (its time limit
+    removed, as their `.unwrapped`) at that dt with the same seed and torques (pushing with the swing, so that the
+    speed reaches Pendulum's limit of 8); never done; the same observations and rewards as our env at that dt, whose
+    scaled return, sum(r dt) / 0.05, is theirs times dt / 0.05 (the runner's)."""
+    theirs = shims.old_api_pendulum().unwrapped
+    theirs.dt = dt
+    theirs.seed(5)
+    reference = gym.make("Pendulum-v1").unwrapped
+    reference.dt = dt
+    ours = make_env("Pendulum-v1", dt, seed=5)
+    first = theirs.reset()
+    assert np.array_equal(first, reference.reset(seed=5)[0]) and np.array_equal(first, ours.reset()[0])
+    fastest, their_sum, our_sum = 0.0, 0.0, 0.0
+    observation = first
+    for _ in range(int(6 / dt)):
+        torque = 2.0 if observation[2] >= 0 else -2.0
+        observation, reward, done, info = theirs.step(np.array([torque]))
+        expected, expected_reward, terminated, truncated, _ = reference.step(np.array([torque]))
+        assert np.array_equal(observation, expected) and reward == expected_reward
+        assert not (done or terminated or truncated) and info == {}
+        our_observation, our_reward, *_ = ours.step(np.array([torque], dtype=np.float32))
+        assert np.allclose(observation, our_observation, atol=1e-6) and np.isclose(our_reward, reward, rtol=1e-6)
+        fastest = max(fastest, abs(float(observation[2])))
+        their_sum, our_sum = their_sum + reward, our_sum + our_reward * dt
+    assert fastest == 8.0  # the clipped speed was reached: the one place Gym's v0 moved in another order
+    assert np.isclose(our_sum / 0.05, their_sum * dt / authors_code.NATIVE_DT["Pendulum-v1"])
+
+
 def test_the_gym_shim_is_gymnasium_under_gyms_names(monkeypatch):
-    modules = authors_code.gym_module()
+    modules = shims.gym_module()
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
     import gym as shimmed
@@ -74,8 +107,9 @@ def test_the_gym_shim_is_gymnasium_under_gyms_names(monkeypatch):
     assert isinstance(env.action_space, Discrete) and Discrete is gym.spaces.Discrete
     assert issubclass(type(env), shimmed.Env) and issubclass(shimmed.Wrapper, gym.Wrapper)
     shimmed.logger.debug("their TimeLimit calls this; Gymnasium's logger has no debug")
-    with pytest.raises(ValueError, match="CartPole-v1 only"):
-        shimmed.make("Pendulum-v0")
+    assert isinstance(shimmed.make("Pendulum-v0").action_space, gym.spaces.Box)
+    with pytest.raises(ValueError, match="CartPole-v1 and Pendulum-v0 only"):
+        shimmed.make("Acrobot-v1")
 
 
 class CountingEnv:
@@ -102,7 +136,7 @@ def test_the_vector_env_steps_resets_and_stacks_as_their_subproc_vec_env():
     """Their SubprocVecEnv's worker: step, and if done, reset and send the reset observation with the step's reward
     and done; the infos' entries stacked by key. Each env is seeded once, before its first reset."""
     envs = [CountingEnv(2), CountingEnv(3)]
-    vector = authors_code.SerialVecEnv(envs, seeds=[11, 12])
+    vector = shims.SerialVecEnv(envs, seeds=[11, 12])
     assert vector.reset().tolist() == [[11, 0, 1], [12, 0, 1]]
     observations, rewards, dones, infos = vector.step([5, 6])
     assert observations.tolist() == [[11, 1, 1], [12, 1, 1]] and rewards.tolist() == [5, 6]
@@ -112,9 +146,9 @@ def test_the_vector_env_steps_resets_and_stacks_as_their_subproc_vec_env():
 
 
 def test_toimage_scales_an_array_to_bytes():
-    image = authors_code.toimage(np.array([[0.5, 1.0], [1.5, 2.5]]))
+    image = shims.toimage(np.array([[0.5, 1.0], [1.5, 2.5]]))
     assert np.asarray(image).tolist() == [[0, 64], [128, 255]]
-    assert np.asarray(authors_code.toimage(np.ones((2, 3)))).tolist() == [[0, 0, 0], [0, 0, 0]]
+    assert np.asarray(shims.toimage(np.ones((2, 3)))).tolist() == [[0, 0, 0], [0, 0, 0]]
 
 
 def test_the_argload_shim_adds_logdir():
@@ -122,7 +156,7 @@ def test_the_argload_shim_adds_logdir():
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--dt", type=float)
-    loader = authors_code.argload_module().ArgumentLoader(parser, to_reload=["dt"])
+    loader = shims.argload_module().ArgumentLoader(parser, to_reload=["dt"])
     args = loader.parse_args(["--dt", "0.01", "--logdir", "somewhere"])
     assert args.dt == 0.01 and args.logdir == "somewhere"
 
@@ -140,6 +174,27 @@ def test_our_tools_read_its_runs_as_the_authors_dau():
 
     run = {"script": "authors_code.py", "args": {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1}}
     assert archive.label(run) == "DAU-authors" and archive.algorithm(run) == "DAU"
+    for algo, label, algorithm in [("ddau", "DAU-authors", "DAU"), ("dqn", "DQN-authors", "DQN"),
+                                   ("ddpg", "DDPG-authors", "DDPG")]:  # fmt: skip
+        run = {"script": "authors_code.py", "args": {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1, "algo": algo}}
+        assert archive.label(run) == label and archive.algorithm(run) == algorithm
+    before = {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1}  # a run of their DAU from before --algo: the same point
+    assert archive.identity({"script": "authors_code.py", "args": before}) == archive.identity(
+        {"script": "authors_code.py", "args": before | {"algo": "ddau"}})  # fmt: skip
+
+
+def test_their_baselines_command_lines_are_their_daus_with_noscale():
+    """Their DQN on CartPole and DDPG on Pendulum: their DAU's flags (the paper's settings) with --algo, their env id
+    and --noscale; their DAU's command line is what the kept runs of it ran (run.json's argv)."""
+    dau = authors_code.authors_argv(authors_code.Args(dt=0.001), "runs/x")
+    kept = sorted((ROOT / "docs" / "results" / "authors_cartpole").glob("*dt0.001__1__*/run.json"))
+    assert dau == json.loads(kept[0].read_text())["authors_code"]["argv"][:-1] + ["runs/x"]
+    assert "--noscale" not in dau
+    for algo, env_id, their_env in [("dqn", "CartPole-v1", "cartpole"), ("ddpg", "Pendulum-v1", "continuous_pendulum")]:
+        argv = authors_code.authors_argv(authors_code.Args(algo=algo, env_id=env_id, dt=0.001), "runs/x")
+        assert argv[:4] == ["--algo", algo, "--env_id", their_env] and argv.count("--noscale") == 1
+        assert [part for part in argv if part not in ("--noscale", algo, their_env)] == [
+            part for part in dau if part not in ("ddau", "cartpole")]  # fmt: skip
 
 
 def test_the_runner_refuses_bad_input_before_any_work(tmp_path, monkeypatch):
@@ -149,7 +204,8 @@ def test_the_runner_refuses_bad_input_before_any_work(tmp_path, monkeypatch):
     for args, message in [
         ({}, "pass --checkout PATH or set DAU_AUTHORS_CHECKOUT"),
         ({"checkout": str(tmp_path)}, "is not a checkout of ctallec/continuous-rl (no code/main.py)"),
-        ({"checkout": str(tmp_path), "env_id": "Pendulum-v1"}, "--env-id CartPole-v1"),
+        ({"checkout": str(tmp_path), "env_id": "Pendulum-v1"}, "their ddau on CartPole-v1 only (--env-id CartPole-v1)"),
+        ({"checkout": str(tmp_path), "algo": "ddpg"}, "their ddpg on Pendulum-v1 only (--env-id Pendulum-v1)"),
         ({"checkout": str(tmp_path), "dt": 0.0}, "a time step in (0, 0.05]"),
         ({"checkout": str(tmp_path), "total_time": -1.0}, "--total-time -1.0: a positive number"),
     ]:
@@ -208,8 +264,9 @@ def test_the_vector_env_is_their_subproc_vec_env_on_cartpole():
     code = f"""
 import sys, json, numpy as np
 sys.path.insert(0, {str(ROOT)!r})
-from sweeps import authors_code
-theirs = authors_code.install_shims(authors_code.Path({CHECKOUT!r}) / "code")
+from pathlib import Path
+from sweeps import authors_shims
+theirs = authors_shims.install_shims(Path({CHECKOUT!r}) / "code")
 from envs.utils import make_env
 from envs.vecenv import SubprocVecEnv
 def envs():
@@ -217,7 +274,7 @@ def envs():
     for env, seed in zip(made, [5, 6, 7]):
         env.unwrapped.seed(seed)  # before the processes start: each takes its copy of the env
     return made
-pair = [SubprocVecEnv(envs()), authors_code.SerialVecEnv(envs())]
+pair = [SubprocVecEnv(envs()), authors_shims.SerialVecEnv(envs())]
 out = [[vector.reset().tolist()] for vector in pair]
 rng = np.random.default_rng(0)
 for _ in range(60):
