@@ -113,8 +113,9 @@ def load_diagnostics(runs_dir, env_id, algorithm, seeds=(), unscored=None):
 
 
 def mean_and_range(values, spec):
-    """A table cell: the mean over seeds, and their range."""
-    return f"{np.mean(values):{spec}} ({min(values):{spec}}-{max(values):{spec}})"
+    """A table cell: the mean over seeds, and their range, of the runs that have a value ("—": none has)."""
+    values = [value for value in values if value is not None]
+    return f"{np.mean(values):{spec}} ({min(values):{spec}}-{max(values):{spec}})" if values else "—"
 
 
 def summary_table(by_dt, window, reward_rate=None):
@@ -171,7 +172,8 @@ def probe_table(by_dt, start, end):
             window = (times > start) & (times <= end + 1e-6)
             in_time = (columns["eval_time"] >= start - 1e-6) & (columns["eval_time"] <= end + 1e-6)
             value = columns["values/v"][window]
-            per_run.append({"eval": columns["eval_return"][in_time].mean(),
+            evaluations = columns["eval_return"][in_time]  # none where the window falls between two evaluations
+            per_run.append({"eval": evaluations.mean() if evaluations.size else None,
                             "V climb /s": np.polyfit(times[window], value, 1)[0], "V at end": value[-1],
                             "RMS TD /s": columns["td_rate"][window].mean(),
                             "RMSprop V": columns["optimizer/grad_rms_value"][window].mean(),

@@ -24,6 +24,7 @@ and the args (`save_model`); model.pt also keeps the evaluation envs as the fina
 
 import os
 import random
+import zipfile
 
 import numpy as np
 import torch
@@ -157,6 +158,9 @@ def load_model(path):
     the file if it is missing, unreadable or not such a model (its networks are checked by restore_model)."""
     if not os.path.isfile(path):
         raise ValueError(f"--eval-model {path}: no such file")
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive: any other file is not a model
+        raise ValueError(f"--eval-model {path}: is not a readable model file: not a file torch.save wrote (pass the "
+                         "model.pt, or a checkpoints/<time>s.pt, of a run with --save-model)")  # fmt: skip
     try:
         model = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # not a torch file, a truncated or corrupt one: zip, pickle or EOF errors

@@ -5,6 +5,7 @@ boundary."""
 import dataclasses
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -290,8 +291,11 @@ def test_the_diagnostics_probe_table(tmp_path):
     options = diagnostics.Options(runs=(tmp_path / "runs", other), env_id="Pendulum-v1", columns=("values/v",),
                                   algorithms=("DAU", "DAU+round_seconds=0.1"), probe=(15, 40), table=table_path,
                                   out=tmp_path / "probe.png")  # fmt: skip
-    diagnostics.main(options)
+    with warnings.catch_warnings():  # the other run has no evaluation from 15 to 40 s: its cell says so, no warning
+        warnings.simplefilter("error")
+        diagnostics.main(options)
     assert table_path.read_text().count("| 0.01 |") == 2
+    assert table_path.read_text().splitlines()[-1].startswith("| 0.01 | 1 | — |")
     with pytest.raises(SystemExit, match=r"no finished DAU\+tau=0.5 runs of Pendulum-v1 .* in .*runs or .*other"):
         diagnostics.main(dataclasses.replace(options, algorithms=("DAU", "DAU+tau=0.5")))
 
