@@ -4,6 +4,7 @@ import dataclasses
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -245,29 +246,62 @@ VERDICT = re.compile(
 )
 
 
-def test_the_readme_headline_is_what_invariance_prints():
-    """README's results at a glance: each row's numbers are `python -m analysis.invariance`'s for that env's folder
-    (the 12600-s CartPole grid kept apart), DAU's and the baseline's (unscaled): fine / coarse, the slope, the steps
-    that depart from the method's level (its every-step line: by the mean, and by the share of runs that learn) and
-    the fewest seeds of any dt; and each verdict's words are its verdict line's, by robustness.verdict's one rule."""
-    text = (ROOT / "README.md").read_text()
-    rows = [line for line in text.splitlines() if re.match(r"\| \S+-v\d \((DDPG|DQN)\) \|", line)]
-    assert len(rows) == 6
-    for row in rows:
-        cells = [cell.strip() for cell in row.strip("|").split("|")]
+def headline_rows(page):
+    """The rows of a page's table of the README's grids: env (baseline), dt, budget, seeds, DAU's cell, the
+    baseline's."""
+    lines = [line for line in page.read_text().splitlines() if re.match(r"\| \S+-v\d \((DDPG|DQN)\) \|", line)]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+
+
+def judged_rows(page):
+    """Each row of headline_rows with what `python -m analysis.invariance` prints for its env's folder (the 12600-s
+    CartPole grid kept apart), DAU's and the baseline's (unscaled): [(cell, invariance result, every step)] * 2."""
+    judged_by_row = []
+    for cells in headline_rows(page):
         env_id, baseline = re.fullmatch(r"(\S+) \((\S+)\)", cells[0]).groups()
         folder = RESULTS / "cartpole_12600" if cells[2].startswith("12600") else RESULTS
         judged = tables.judged(scores.load_runs(folder, [env_id]))
         printed = {label: (result, steps) for _, label, result, steps in judged}
         dau, other = printed["DAU"], printed[f"{baseline}-unscaled"]
         seeds = str(dau[0].seeds) if dau[0].seeds == other[0].seeds else f"{dau[0].seeds} / {other[0].seeds}"
-        assert cells[3] == seeds, row
-        for cell, (result, steps) in ((cells[4], dau), (cells[5], other)):
+        assert cells[3] == seeds, cells
+        judged_by_row.append((env_id, [(cells[4], *dau), (cells[5], *other)]))
+    return judged_by_row
+
+
+def ratio_text(env_id, result):
+    """fine / coarse with its interval as invariance.py prints it, or "—" where there is no ratio."""
+    _, _, _, _, *line = tables.invariance_line(env_id, "-", result).split()
+    return ("—" if line[0] == "nan" else " ".join(line[:3])), line
+
+
+def test_the_readme_headline_is_what_invariance_prints():
+    """README's results at a glance: each cell is its method's verdict in words, by robustness.verdict's one rule,
+    and its fine / coarse with its interval (none where there is no ratio), both as `python -m analysis.invariance`
+    prints them for that env's folder (the 12600-s CartPole grid kept apart), with the fewest seeds of any dt."""
+    rows = judged_rows(ROOT / "README.md")
+    assert len(rows) == 6
+    for env_id, cells in rows:
+        for cell, result, steps in cells:
+            ratio, _ = ratio_text(env_id, result)
+            words = robustness.verdict(result, steps)
+            assert cell == f"**{words}**" + ("" if ratio == "—" else f" (fine / coarse {ratio})"), cell
+
+
+def test_the_readmes_rows_in_full_are_what_invariance_prints():
+    """docs/benchmarks.md, the README's rows in full: the same rows as the README's, each cell its verdict's words,
+    fine / coarse, the slope and the steps that depart from the method's level (its every-step line: by the mean,
+    and by the share of runs that learn), as `python -m analysis.invariance` prints them."""
+    full = judged_rows(ROOT / "docs" / "benchmarks.md")
+    assert [row[:4] for row in headline_rows(ROOT / "docs" / "benchmarks.md")] == [
+        row[:4] for row in headline_rows(ROOT / "README.md")]  # fmt: skip
+    assert len(full) == 6
+    for env_id, cells in full:
+        for cell, result, steps in cells:
             words, ratio, slope, departs, shares = VERDICT.fullmatch(cell).groups()
-            _, _, _, _, *line = tables.invariance_line(env_id, "-", result).split()
-            ratio_text = "—" if line[0] == "nan" else " ".join(line[:3])
+            expected_ratio, line = ratio_text(env_id, result)
             _, step_departs, step_shares = tables.every_step_cells(steps)
-            assert [ratio, slope, departs, shares] == [ratio_text, " ".join(line[4:7]), step_departs, step_shares], cell
+            assert [ratio, slope, departs, shares] == [expected_ratio, " ".join(line[4:7]), step_departs, step_shares]
             assert words == robustness.verdict(result, steps), cell
 
 
@@ -440,3 +474,64 @@ def test_the_code_points_to_pages_and_sections_that_exist():
             if headings is None or section and not any(h.startswith(section.lower()) for h in headings):
                 stale.append(f"{path.relative_to(ROOT)}: {page} {section}")
     assert not stale, stale
+
+
+# --- Prose a reader finishes (issue 85): every user page within the tutorial's measure ------------------------------
+SENTENCE_MEDIAN, SENTENCE_P90, PARAGRAPH_WORDS = 20, 40, 120  # docs/tutorial.md: 18.5, 37 and 108
+LIST_ITEM = re.compile(r"^\s*([-*+]|\d+\.)\s")
+
+
+def prose_paragraphs(text):
+    """A page's prose as its reader meets it: code blocks, comments, tables, headings and images left out, each list
+    item a paragraph of its own, a link read as its text (the rules of ../shared/tools/prose_stats.py)."""
+    text = re.sub(r"<!--.*?-->", "", re.sub(r"```.*?```", "\n\n", text, flags=re.S), flags=re.S)
+    paragraphs, current = [], []
+    for line in text.splitlines():
+        skipped = not line.strip() or line.strip().startswith(("|", "#", "!["))
+        if (skipped or LIST_ITEM.match(line)) and current:
+            paragraphs.append(" ".join(current))
+            current = []
+        if not skipped:
+            current.append(LIST_ITEM.sub("", line).strip())
+    paragraphs += [" ".join(current)] if current else []
+    return [re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", paragraph) for paragraph in paragraphs]
+
+
+def sentence_lengths(paragraph):
+    """Words per sentence: a sentence ends at . ! or ? before a space and a capital, a backtick, (, [ or *."""
+    parts = re.split(r"(?<=[.!?])\s+(?=[A-Z`*(\[])", paragraph)
+    return [len(part.split()) for part in parts if len(part.split()) >= 3]
+
+
+def prose_measure(page):
+    """(median sentence, 90th percentile sentence, longest paragraph) in words."""
+    paragraphs = prose_paragraphs(page.read_text())
+    lengths = sorted(length for paragraph in paragraphs for length in sentence_lengths(paragraph))
+    median = (lengths[(len(lengths) - 1) // 2] + lengths[len(lengths) // 2]) / 2
+    return median, lengths[int(0.9 * (len(lengths) - 1))], max(len(paragraph.split()) for paragraph in paragraphs)
+
+
+@pytest.mark.parametrize("page", USER_PAGES, ids=lambda page: page.name)
+def test_every_user_page_reads_like_the_tutorial(page):
+    """Median sentence at most 20 words, 90th percentile at most 40, no paragraph over 120 words: one fact a
+    sentence, numbers in tables (docs/tutorial.md is the model; the log, dated, is not a user page)."""
+    median, p90, longest = prose_measure(page)
+    within = median <= SENTENCE_MEDIAN and p90 <= SENTENCE_P90 and longest <= PARAGRAPH_WORDS
+    assert within, (
+        f"{page.name}: median {median}, p90 {p90}, longest paragraph {longest} (../shared/tools/prose_stats.py)"
+    )
+
+
+SHARED_TOOL = ROOT.parent / "shared" / "tools" / "prose_stats.py"
+
+
+@pytest.mark.skipif(not SHARED_TOOL.is_file(), reason="no ../shared/tools/prose_stats.py beside the checkout")
+def test_the_prose_measure_is_the_shared_tools():
+    """The measure above gives what ../shared/tools/prose_stats.py prints for every page, the log and the tutorial
+    included, where that tool sits beside the checkout (CI's and the developers' machines)."""
+    printed = subprocess.run([sys.executable, str(SHARED_TOOL), *map(str, PAGES)], capture_output=True, text=True,
+                             check=True).stdout.splitlines()[1:]  # fmt: skip
+    assert len(printed) == len(PAGES)
+    for page, line in zip(PAGES, printed, strict=True):
+        _, _, _, median, p90, longest = line.split()
+        assert (float(median), int(p90), int(longest)) == prose_measure(page), page.name
