@@ -229,9 +229,10 @@ def update(batch, value, advantage, actor, optimizer, dt, gamma):
     with torch.no_grad():  # no target network: DAU bootstraps on V itself
         target = reward * dt + (1 - terminated) * gamma**dt * value(next_obs)  # Q~^i = r dt + (1-d) gamma^dt V(s')
     td = q - target
-    # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi: the
-    # paper's updates (the official code minimises (Q - target)^2, without the 1/dt: factors of order dt that
-    # RMSprop cancels only where its eps is small against the gradients, not at fine dt; we follow the paper).
+    # With td/dt detached, the gradient of mean(td/dt (V + A)) is the paper's Delta's:
+    # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi. (The
+    # official code minimises (Q - target)^2, without the 1/dt: factors of order dt that RMSprop cancels only
+    # where its eps is small against the gradients, not at fine dt; we follow the paper.)
     critic_objective = (td.detach() / dt * (state_value + advantage_taken)).mean()
     actor_objective = -policy_advantage.mean()  # -d/dphi = Delta-phi, the gradient of Abar(s, pi(s))
     optimizer.zero_grad()

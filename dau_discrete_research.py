@@ -371,9 +371,10 @@ def update(batch, value, advantage, optimizer, dt, gamma, options):
         target = reward * dt + (1 - terminated) * gamma**dt * value(next_obs)  # Q~^i = r dt + (1-d) gamma^dt V(s')
         value_target = horizon_target(reward, *extra, value, dt, gamma) if extra else target  # --value-horizon's
     td = q - target
-    # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi: the
-    # paper's updates (the official code minimises (Q - target)^2, without the 1/dt: factors of order dt that
-    # RMSprop cancels only where its eps is small against the gradients, not at fine dt; --squared-loss's).
+    # With td/dt detached, the gradient of mean(td/dt (V + A)) is the paper's Delta's:
+    # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi. (The
+    # official code minimises (Q - target)^2, without the 1/dt: factors of order dt that RMSprop cancels only
+    # where its eps is small against the gradients, not at fine dt; --squared-loss's.)
     # Beyond the paper: V's TD error over the horizon, without -dt A (exploring), or from greedy rows only; A's
     # without the terminal rows, (1 - d) td, and its rate clipped. Options off: td / dt for both, Alg. 1's gradients.
     value_td = q - value_target
