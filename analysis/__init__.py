@@ -1,5 +1,6 @@
 """Reading finished runs and judging them. Each tool is a module run from the repository root, as
-`python -m analysis.<tool> --help` (the scripts, the harness and this package import one another from there):
+`python -m analysis.<tool> --help` (the scripts, the harness and this package import one another from there, or
+from anywhere after `pip install -e .`):
 
     scores.py          runs read into scores: each run's curve and score, an environment's scale, the line for "learns"
     robustness.py      the statistics: moderated t intervals, fine / coarse, every step, the runs that learn, verdicts
@@ -12,6 +13,8 @@
     spread.py          every run of one command on file: what a user draws from
     phase_plane.py     Pendulum's value and policy over the phase plane, from checkpoints
     failure_boundary.py  what CartPole's advantage learns where an episode ends, from a checkpoint
+    paper_figure.py    the paper's results figure read from its pixels (figure_axes.py: its panels, axes, colours)
+    paper_layout.py    our kept runs drawn in the layout of the paper's results figure
 
 Runs are read and labelled by harness/archive.py, the catalogue the sweep runner (sweeps/) shares.
 """

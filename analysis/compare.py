@@ -43,7 +43,7 @@ class Options:
     reference_label: str = "paper's DAU"
     """the reference's name in the table"""
     reference_algorithm: str = "DAU"
-    """the label of the reference's runs in its folder (analysis/archive.py's: DAU, DAU+round_seconds=0.1...)"""
+    """the label of the reference's runs in its folder (harness/archive.py's: DAU, DAU+round_seconds=0.1...)"""
     env_id: str = "CartPole-v1"
     """the environment"""
     total_time: float = 1800

@@ -4,8 +4,9 @@ No script imports it: it is the runs' catalogue, beside the run's identity (run_
 runner (sweeps/run_local.py) and the analysis (analysis/) both read runs through it, so that the runner finds the
 same runs done that plot.py, compare.py, diagnostics.py and invariance.py count:
 
-- a run's identity is harness.run_info.run_identity of its script and arguments (run.json's "identity"); a run.json
-  older than an argument reads as the value the code had before it (harness.run_info.VALUE_BEFORE);
+- a run's identity is harness.run_info.run_identity of the script and arguments its run.json records (computed when
+  read, not stored); a run.json older than an argument reads as the value the code had before it
+  (harness.run_info.VALUE_BEFORE);
 - a run's label is its algorithm and its non-default algorithm arguments, without spaces: DAU, DQN-unscaled,
   DDPG-scaled, DAU+value_learning_rate=0.01, DAU+round_seconds=0.1 ("non-default": not what the script would use
   for that env and dt, the per-env settings included);
@@ -41,7 +42,7 @@ OTHER_CODE = {"authors_code.py": {"ddau": ("DAU", "DAU-authors"), "dqn": ("DQN",
 
 def other_code(run):
     """(algorithm, label) of other code run as one of ours (OTHER_CODE), or None."""
-    return OTHER_CODE.get(run["script"], {}).get(run["args"].get("algo", "ddau"))
+    return OTHER_CODE.get(run["script"], {}).get(run.get("args", {}).get("algo", "ddau"))
 
 
 # A script labelled against another's defaults: dau_discrete.py's runs before the options moved out recorded

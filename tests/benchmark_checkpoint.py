@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 import tyro
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The checkout's root, for a checkout whose packages are not installed (`pip install -e .` makes it unnecessary).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from helpers import start_and_signal  # noqa: E402
 

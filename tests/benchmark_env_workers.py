@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+# The checkout's root, for a checkout whose packages are not installed (`pip install -e .` makes it unnecessary).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.envs import make_vector_env  # noqa: E402
 

@@ -37,6 +37,7 @@ import torch
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # as the scripts set it: deterministic cuBLAS
 
 ROOT = Path(__file__).resolve().parent.parent
+# The checkout's root, for a checkout whose packages are not installed (`pip install -e .` makes it unnecessary).
 sys.path.insert(0, str(ROOT))
 import dau_continuous as dau  # noqa: E402
 import ddpg_baseline as ddpg  # noqa: E402

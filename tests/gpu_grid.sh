@@ -22,7 +22,7 @@ for count in $counts; do
   split=(); [ "$workers" -ge 1 ] && split=("env_workers=$workers") || workers=0
   seeds=$(seq -s, 1 "$count")
   start=$(date +%s)
-  (cd "$work" && python3 sweeps/run_local.py sweeps/readme/halfcheetah_dau.yaml --workers "$count" --override \
+  (cd "$work" && python3 -m sweeps.run_local sweeps/readme/halfcheetah_dau.yaml --workers "$count" --override \
     dt=0.005 "seed=$seeds" "total_time=$total_time" "${split[@]}" >"$out/grid_$count.txt" 2>&1)
   status=$?
   wall=$(($(date +%s) - start))

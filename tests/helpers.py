@@ -174,7 +174,8 @@ class ScriptProcess:
 
 # A probe: `script` run as `python script args` would, with `profile` (defined in a body) seeing every function call
 # and return in every thread, and the body's `records` written as JSON to `output` at the end. A body is a format
-# string: {script!r} is the script's path, other fields are the caller's (braces doubled).
+# string: {script!r} is the script's path, other fields are the caller's (braces doubled). The root goes on sys.path:
+# the probe is in another folder, and the suite runs where the packages are not installed (CI).
 PROFILED = """
 import json, runpy, sys, threading, time
 sys.path.insert(0, {root!r})

@@ -2,8 +2,13 @@
 first install line takes PyPI alone; the docs' install commands name files that exist."""
 
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
+import zipfile
 
 import pytest
 from helpers import ROOT
@@ -116,3 +121,54 @@ def test_the_install_commands_name_files_that_exist(page):
 def test_the_readme_names_both_install_files():
     readme = PIP_REQUIREMENT_FILE.findall((ROOT / "README.md").read_text())
     assert {"requirements.txt", "requirements-cpu.txt"} <= set(readme)
+
+
+# What `pip install .` puts on sys.path: the three packages and the top-level modules (the shared one and the
+# scripts, which keep running as `python dau_continuous.py` from a checkout), each named in pyproject.toml.
+PACKAGES = ("harness", "analysis", "sweeps")
+
+
+def test_the_repository_builds_a_wheel_with_its_packages_and_modules(tmp_path):
+    """`pip install .` and `pip install -e .` build from pyproject.toml: offline (no build isolation, no
+    dependencies), a wheel of a copy of the checkout holds every package's modules and every top-level module, and
+    nothing else of the repository (tests, docs). Before the packages were declared, setuptools refused the
+    flat layout ("Multiple top-level packages discovered in a flat-layout")."""
+    source = tmp_path / "source"
+    ignored = shutil.ignore_patterns(".git", ".venv*", "runs", "wandb", "docs", "__pycache__", "*.egg-info", "build")
+    shutil.copytree(ROOT, source, ignore=ignored)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w",
+         str(tmp_path / "wheel"), str(source)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PIP_NO_INPUT": "1"},
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    (wheel,) = (tmp_path / "wheel").glob("dau-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = {name for name in archive.namelist() if ".dist-info/" not in name}
+    expected = {path.name for path in ROOT.glob("*.py")}  # a new script not declared fails here
+    assert {"dt_wrappers.py", "dau_continuous.py", "dqn_baseline.py"} <= expected
+    for package in PACKAGES:
+        expected |= {path.relative_to(ROOT).as_posix() for path in (ROOT / package).glob("*.py")}
+    assert names == expected, (sorted(names - expected), sorted(expected - names))
+
+
+# The repository's own files that name commands and files: the code, the sweep files, the shell scripts, CI.
+PATTERNS = ("*.py", "harness/*.py", "analysis/*.py", "sweeps/**/*.py", "sweeps/**/*.yaml", "tests/*.py", "tests/*.sh")
+CODE_FILES = [ROOT / "pyproject.toml", ROOT / ".ci" / "run"] + sorted(
+    path for pattern in PATTERNS for path in ROOT.glob(pattern)
+)
+# A module of a package run by its path: without the package installed, "No module named 'harness'".
+RUN_BY_PATH = re.compile(r"python3?\s+((?:harness|analysis|sweeps)/\w+\.py)")
+NAMED_FILE = re.compile(r"(?<![\w./-])((?:harness|analysis|sweeps|tests|docs|\.ci)/[\w/.-]*\w\.(?:py|yaml|sh|txt|md)"
+                        r"|requirements[\w-]*\.txt)")  # fmt: skip
+
+
+@pytest.mark.parametrize("path", CODE_FILES, ids=lambda path: path.relative_to(ROOT).as_posix())
+def test_the_code_runs_packages_as_modules_and_names_files_that_exist(path):
+    """A command in the code, a sweep file or a script runs a package's module with `python -m` (run by its path, the
+    sweep runner failed with "No module named 'harness'" where the package is not installed), and every file of the
+    repository it names exists (the catalogue of runs, moved from analysis/ to harness/, left a stale name)."""
+    text = path.read_text()
+    assert RUN_BY_PATH.findall(text) == [], "run as `python -m package.module` instead"
+    missing = [name for name in NAMED_FILE.findall(text) if "*" not in name and not (ROOT / name).exists()]
+    assert missing == [], f"names files that do not exist: {missing}"

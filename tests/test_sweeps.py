@@ -2,6 +2,7 @@
 hours given, resumability, several calls and workers on one runs/ folder) and collect.py."""
 
 import errno
+import itertools
 import json
 import math
 import os
@@ -24,7 +25,7 @@ from harness import archive
 from harness.checkpoint import CHECKPOINT
 from harness.run_info import NON_FINITE_LOSS
 from harness.settings import ENV_SETTINGS
-from sweeps import run_local
+from sweeps import grid_runs, run_local
 
 SWEEP_FILES = sorted((ROOT / "sweeps" / "paper").glob("*.yaml"))
 SCRIPT_PAIRS = {"dau_continuous.py": "ddpg_baseline.py", "dau_discrete.py": "dqn_baseline.py"}
@@ -338,6 +339,54 @@ def test_a_worker_that_fails_stops_the_call_at_once(workdir, monkeypatch):
     assert time.time() - began < 5 and stopped.is_set() and len(started) == 1, started
 
 
+def write_ended_run(sweep, command, **ending):
+    """What the run of `command` (a point of `sweep`, the tiny grid's) leaves when it ends, for a stand-in of its
+    process: its folder in runs/, with a run.json of the point's arguments and `ending` ("completed", "stopped_by")."""
+    dt = float(next(item for item in command if item.startswith("--dt=")).split("=")[1])
+    (point,) = [point for point in run_local.grid(sweep) if point["dt"] == dt]
+    folders = (Path("runs", f"CartPole-v1__dqn_baseline__dt{dt:g}__4__{number}") for number in itertools.count(1))
+    run_dir = next(folder for folder in folders if not folder.exists())  # a new folder, as a run makes
+    run_dir.mkdir(parents=True)
+    info = {"script": "dqn_baseline.py", "dt": dt, "args": run_local.run_args(sweep, point), "physical_time": 0.8,
+            "updates": 4, "final_scaled_return": 9.0, **ending}  # fmt: skip
+    (run_dir / "run.json").write_text(json.dumps(info))
+
+
+def test_the_runner_reads_how_each_run_ended_from_its_run_json(workdir, monkeypatch, capsys):
+    """A finished run, one stopped with a checkpoint by a SIGTERM and one stopped by a SIGINT of its own all exit 0,
+    and what they print is no contract: the call tells them apart by their run.json ("completed", "stopped_by"), and
+    a run that exits 0 without one failed (issue 86 §2: the call read their output's lines, and counted each of these
+    runs, whose output had none of the lines it looked for, as finished)."""
+    monkeypatch.chdir(workdir)
+    (workdir / "tiny.yaml").write_text(TINY_SWEEP)
+    sweep = run_local.load_sweep("tiny.yaml", ["dt=0.02,0.01,0.005,0.002"])
+    endings = {"0.02": {"completed": True, "stopped_by": None}, "0.01": {"completed": False, "stopped_by": "SIGTERM"},
+               "0.005": {"completed": False, "stopped_by": "Ctrl-C"}}  # fmt: skip
+
+    class Run:  # the point's run: it prints a line of its own, leaves its run.json (dt 0.002: none) and exits 0
+        def __init__(self, command, stdout, **kwargs):
+            stdout.write(b"a line of the run's own\n")
+            dt = next(item for item in command if item.startswith("--dt=")).split("=")[1]
+            if dt in endings:
+                write_ended_run(sweep, command, **endings[dt])
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(run_local.subprocess, "Popen", Run)
+    with pytest.raises(SystemExit) as exited:
+        run_local.main(run_local.Options(sweeps=(workdir / "tiny.yaml",), override=("dt=0.02,0.01,0.005,0.002",)))
+    out = capsys.readouterr().out
+    assert exited.value.code == 1, out  # the run without a run.json failed
+    name = "dqn_baseline env_id=CartPole-v1 dt={} seed=4"
+    assert f"done    {name.format(0.02)}: scaled return 9.00 after 0.8 physical s" in out, out
+    assert f"paused  {name.format(0.01)}: checkpoint saved, the next call goes on from it" in out, out
+    assert f"stopped {name.format(0.005)} by a SIGINT: its evaluations so far are kept" in out, out
+    assert f"FAILED  {name.format(0.002)} (exit 0): no run.json of its point; a line of the run's own" in out, out
+    assert "1 runs finished, 1 failed" in out and "1 runs stopped at a checkpoint: run the same command" in out, out
+    assert "1 runs interrupted by a SIGINT sent to them" in out and "not started" not in out, out
+
+
 def test_a_run_interrupted_by_its_own_sigint_is_not_counted_as_finished(workdir, monkeypatch, capsys):
     """A run that a SIGINT sent to it stopped (the call stops its runs with SIGTERM) exits 0 with its logs and no
     checkpoint of its own: the call says it was interrupted and that the next call goes on with it, and does not
@@ -345,10 +394,13 @@ def test_a_run_interrupted_by_its_own_sigint_is_not_counted_as_finished(workdir,
     monkeypatch.chdir(workdir)
     (workdir / "tiny.yaml").write_text(TINY_SWEEP)
 
-    class Run:  # the point's run, interrupted: its last lines, exit status 0
+    sweep = run_local.load_sweep("tiny.yaml", ["dt=0.01"])
+
+    class Run:  # the point's run, interrupted: its last lines, its run.json, exit status 0
         def __init__(self, command, stdout, **kwargs):
             stdout.write(b"interrupted: keeping what was logged\n")
             stdout.write(b"CartPole-v1__dqn_baseline__dt0.01__4__1: scaled return 9.00 after 0.4 physical s\n")
+            write_ended_run(sweep, command, completed=False, stopped_by="Ctrl-C")
 
         def wait(self):
             return 0
@@ -606,9 +658,10 @@ def test_the_executor_refuses_a_run_json_in_its_plan_and_in_a_worker_and_runs_th
 
     started = []
 
-    class Run:  # the point's run: it ends at once
+    class Run:  # the point's run: it ends at once, finished
         def __init__(self, command, **kwargs):
             started.append(command)
+            write_ended_run(sweep, command, completed=True, stopped_by=None)
 
         def wait(self):
             return 0
@@ -639,7 +692,7 @@ def test_workers_that_find_one_refused_run_json_at_once_say_it_once(tmp_path, mo
             time.sleep(0.2)
             return found
 
-    monkeypatch.setattr(run_local, "REFUSED", SlowSet())
+    monkeypatch.setattr(grid_runs, "REFUSED", SlowSet())
     together = threading.Barrier(2)
 
     def read():

@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # tests/ is no installed package: `from tests import ...` needs the root
 from tests import lq_env as lq  # noqa: E402
 from tests.test_theory import FROZEN_POLICY_GAMMA, GAIN, learn_frozen_policy, relative_rms_error  # noqa: E402
 
