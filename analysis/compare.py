@@ -1,4 +1,5 @@
-"""DAU variants beside the paper's DAU on one environment: each run's score per dt, the invariance statistic
+"""DAU variants beside the paper's DAU on one environment (or a baseline's beside the paper's baseline, with
+--reference-algorithm DDPG-unscaled or DQN-unscaled): each run's score per dt, the invariance statistic
 (fine/coarse and the slope per halving, analysis/robustness.py's invariance()) and the worst / best dt ratio on the
 reference table's scale, the probability that a variant's run scores above a run of the paper's DAU, and each
 variant's every-step verdict. Run from the repository root:
@@ -19,6 +20,7 @@ the paper's DAU on one scale.
 """
 
 import functools
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +45,8 @@ class Options:
     reference_label: str = "paper's DAU"
     """the reference's name in the table"""
     reference_algorithm: str = "DAU"
-    """the label of the reference's runs in its folder (harness/archive.py's: DAU, DAU+round_seconds=0.1...)"""
+    """the label of the reference's runs in its folder (harness/archive.py's: DAU, DAU+round_seconds=0.1,
+    DDPG-unscaled...); the variants' runs are those of its method (DAU, DDPG or DQN)"""
     env_id: str = "CartPole-v1"
     """the environment"""
     total_time: float = 1800
@@ -61,18 +64,19 @@ class Options:
     verdicts (fine / coarse, the slope, every step) draw none"""
 
 
-def dau_scores(folder, env_id, total_time, seeds=(), label=None):
-    """{dt: [run_score of each seed]} of the DAU runs in `folder` with this budget (and these seeds): those of
-    `label`, or of the folder's one DAU label; exits naming the labels when the folder holds several."""
+def method_scores(folder, env_id, total_time, seeds=(), label=None, method="DAU"):
+    """{dt: [run_score of each seed]} of the runs of `method` (DAU, DDPG or DQN) in `folder` with this budget (and
+    these seeds): those of `label`, or of the folder's one label of that method; exits naming the labels when the
+    folder holds several."""
     scores, labels = {}, set()
     for (_, algorithm, dt, seed), (run_dir, run) in finished_runs(folder, [env_id]).items():
-        if archive.algorithm(run) == "DAU" and run["args"]["total_time"] == total_time:
+        if archive.algorithm(run) == method and run["args"]["total_time"] == total_time:
             if (not seeds or seed in seeds) and (label is None or algorithm == label):
                 labels.add(algorithm)
                 scores.setdefault(dt, []).append(run_score(read_curve(run_dir, run)))
     if len(labels) > 1:
         sys.exit(
-            f"error: {folder} holds DAU runs of {', '.join(sorted(labels))}: one variant a folder (or "
+            f"error: {folder} holds {method} runs of {', '.join(sorted(labels))}: one variant a folder (or "
             "--reference-algorithm for the reference)"
         )
     return scores
@@ -92,9 +96,10 @@ def comparison_table(options):
     labels = options.labels or tuple(folder.name for folder in options.variants)
     if len(set((options.reference_label, *labels))) < len(labels) + 1:
         sys.exit(f"error: each folder needs its own label, got {options.reference_label!r} and {', '.join(labels)}")
-    rows = {options.reference_label: dau_scores(options.reference, options.env_id, options.total_time, seeds,
-                                                options.reference_algorithm)}  # fmt: skip
-    rows |= {label: dau_scores(folder, options.env_id, options.total_time, seeds)
+    method = re.split(r"[-+@]", options.reference_algorithm)[0]  # DDPG-unscaled's runs are DDPG's
+    rows = {options.reference_label: method_scores(options.reference, options.env_id, options.total_time, seeds,
+                                                   options.reference_algorithm, method)}  # fmt: skip
+    rows |= {label: method_scores(folder, options.env_id, options.total_time, seeds, method=method)
              for label, folder in zip(labels, options.variants, strict=True)}  # fmt: skip
     if options.dts:  # the variants and the reference at these dt alone; the scale stays the reference table's
         rows = {label: {dt: runs for dt, runs in scores.items() if any(archive.same_value(dt, wanted)
@@ -104,7 +109,7 @@ def comparison_table(options):
     dts = sorted(reference, reverse=True)
     if not all(rows.values()) or any(set(scores) - set(dts) for scores in rows.values()):
         found = "; ".join(f"{label}: {sorted(scores)}" for label, scores in rows.items())
-        sys.exit(f"error: each folder needs DAU runs of {options.env_id} ({options.total_time:g} s) at the "
+        sys.exit(f"error: each folder needs {method} runs of {options.env_id} ({options.total_time:g} s) at the "
                  f"reference's dt: {found}")  # fmt: skip
     lines = ["| score (mean [95% interval], seeds) | " + " | ".join(f"dt {dt:g}" for dt in dts)
              + " | fine / coarse | slope per halving | worst / best dt |", "|---" * (len(dts) + 4) + "|"]  # fmt: skip

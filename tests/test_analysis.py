@@ -506,3 +506,24 @@ def test_the_failure_boundary_table_and_figure_from_a_runs_checkpoint(tmp_path):
     assert "| 0.01 | 1 | 0.2-0.5 s |" in text and "| rest |" in text
     failure_boundary.draw([run_dir], tmp_path / "boundary.png")
     assert (tmp_path / "boundary.png").stat().st_size > 10_000
+
+
+def test_compare_sets_a_baselines_probe_beside_the_baseline_and_leaves_the_other_methods_out(tmp_path):
+    """compare.py with --reference-algorithm DDPG-unscaled (issue 84's probes): the variants' runs are DDPG's, the
+    reference folder's DAU runs beside them are left out, and a folder of DAU runs alone has none to compare."""
+    from analysis import compare
+
+    for seed, shift in ((1, 0.0), (2, 20.0)):
+        write_run(tmp_path / "kept", "ddpg_baseline.py", 0.01, seed, [-1400, -700 + shift, -600 + shift], scaled=False)
+        write_run(tmp_path / "kept", "dau_continuous.py", 0.01, seed, [-1400, -200 + shift, -150 + shift])
+        write_run(tmp_path / "probe", "ddpg_baseline.py", 0.01, seed, [-1400, -300 + shift, -300 + shift],
+                  scaled=False, tau=0.9)  # fmt: skip
+    options = compare.Options(variants=(tmp_path / "probe",), labels=("tau 0.9",), reference=tmp_path / "kept",
+                              reference_algorithm="DDPG-unscaled", reference_label="DDPG", env_id="Pendulum-v1",
+                              total_time=600.0)  # fmt: skip
+    rows = compare.comparison_table(options).splitlines()
+    assert rows[2].startswith("| DDPG (n=2) | -590.0 [-600.0, -580.0] |")  # not DAU's -140
+    assert rows[3].startswith("| tau 0.9 (n=2) | -290.0 [-300.0, -280.0] |")
+    with pytest.raises(SystemExit, match="each folder needs DDPG runs"):
+        compare.comparison_table(dataclasses.replace(options, variants=(tmp_path / "kept",), labels=("DAU runs",),
+                                                     reference_algorithm="DDPG-scaled"))  # fmt: skip
