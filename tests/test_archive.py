@@ -53,6 +53,11 @@ KEPT_GRIDS = [
     (("../research/cartpole_dau_ring",), (), f"{RESULTS}/cartpole_ring"),  # issue 76: the appendix's ring, 1800 s
     (("../research/cartpole_dau_official",), (), f"{RESULTS}/cartpole_official"),  # issue 76 §5: the ring + four
     (("../research/cartpole_dau_ring_12600",), (), f"{RESULTS}/cartpole_ring_12600"),  # issue 76 §3: 12600 s
+    *[((f"../research/pendulum_ddpg_{probe}",), ("dt=0.01",), f"{RESULTS}/pendulum_ddpg_probes/{probe}")
+      for probe in ("policy_lr_01", "authors_rates", "tau_09", "authors_ou")],  # issue 84 §2: DDPG's probes
+    (("../research/pendulum_dau_policy_lr_01",), ("dt=0.01",), f"{RESULTS}/pendulum_dau_policy_lr_01"),  # 84 §4
+    (("../authors/pendulum_ddpg",), ("dt=0.01",), f"{RESULTS}/authors_pendulum_ddpg"),  # issue 84 §3: their
+    (("../authors/cartpole_dqn",), ("dt=0.01",), f"{RESULTS}/authors_cartpole_dqn"),  # baselines on our grid
 ]  # fmt: skip
 
 
