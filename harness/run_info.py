@@ -33,7 +33,7 @@ VALUE_BEFORE = {"round_seconds": None,  # 5a765e3: --round-seconds, off by defau
                 "buffer_transitions": None,  # issue 76: the memory in physical seconds (--buffer-time), not a ring
                 "squared_loss": False, "truncation_as_termination": False,  # issue 76 §5: the authors' code's
                 "first_round_steps": None, "zero_last_bias": False,  # other differences, off
-                "algo": "ddau",  # issue 84: sweeps/authors_code.py's --algo, their DAU before their baselines
+                "algo": "ddau", "no_training_time_limit": False, "target_tau": 0.0,  # issue 84: authors_code.py's flags
                 }  # fmt: skip
 # Scripts that compute what another script computes with the same arguments (its options off: a test checks it).
 # dau_discrete_research.py merged three (issue 65), whose kept runs keep their names.

@@ -66,8 +66,13 @@ class Args:
     """evaluate at the first round end at or past each multiple of this many physical seconds, as our runs do"""
     time_limit: float = 10.0
     """episode time limit in physical seconds (their `--time_limit`): CartPole-v1's 500 steps of 0.02 s, Pendulum-v1's
-    200 of 0.05 s. Their training envs end an episode there as a termination; without it, Pendulum's would never
-    reset"""
+    200 of 0.05 s. Their training envs end an episode there as a termination; their evaluation plays this long"""
+    no_training_time_limit: bool = False
+    """leave --time_limit out of their command line: their training envs then never end an episode on Pendulum, as
+    their code runs without the flag (their evaluation still plays --time-limit seconds)"""
+    target_tau: float = 0.0
+    """their `--tau`, the old target's weight after each update (the appendix: 0 on CartPole and Pendulum; their
+    README's DDPG command: 0.9)"""
     num_envs: int = 256
     """training envs (their `--nb_train_env`; the paper: 256)"""
     steps_per_round: int = 10
@@ -94,8 +99,11 @@ def authors_argv(args, logdir):
             "--gamma", "0.8", "--nb_steps", str(nb_steps), "--sigma", "1.5", "--theta", "7.5",
             "--nb_train_env", str(args.num_envs), "--nb_eval_env", str(args.num_eval_envs),
             "--memory_size", "1000000", "--learn_per_step", str(args.updates_per_round),
-            "--eval_gap", repr(args.eval_every / (nb_steps * args.num_envs)), "--weight_decay", "0.0", "--tau", "0.0",
-            "--optimizer", "rmsprop", "--time_limit", repr(args.time_limit), "--lr", "0.1", "--policy_lr", "0.02",
+            "--eval_gap", repr(args.eval_every / (nb_steps * args.num_envs)), "--weight_decay", "0.0",
+            "--tau", repr(args.target_tau),
+            "--optimizer", "rmsprop",
+            *([] if args.no_training_time_limit else ["--time_limit", repr(args.time_limit)]),
+            "--lr", "0.1", "--policy_lr", "0.02",
             *(["--noscale"] if args.algo != "ddau" else []),
             "--nb_true_epochs", repr(args.total_time / (nb_steps * args.num_envs)), "--noreload",
             "--logdir", str(logdir)]  # fmt: skip

@@ -195,6 +195,9 @@ def test_their_baselines_command_lines_are_their_daus_with_noscale():
         assert argv[:4] == ["--algo", algo, "--env_id", their_env] and argv.count("--noscale") == 1
         assert [part for part in argv if part not in ("--noscale", algo, their_env)] == [
             part for part in dau if part not in ("ddau", "cartpole")]  # fmt: skip
+    probe = authors_code.authors_argv(authors_code.Args(algo="ddpg", env_id="Pendulum-v1", target_tau=0.9,
+                                                        no_training_time_limit=True), "runs/x")  # fmt: skip
+    assert "--time_limit" not in probe and probe[probe.index("--tau") + 1] == "0.9"
 
 
 def test_the_runner_refuses_bad_input_before_any_work(tmp_path, monkeypatch):
