@@ -3,7 +3,9 @@
 from anywhere after `pip install -e .`):
 
     scores.py          runs read into scores: each run's curve and score, an environment's scale, the line for "learns"
-    robustness.py      the statistics: moderated t intervals, fine / coarse, every step, the runs that learn, verdicts
+    robustness.py      the statistics: fine / coarse, every step, the runs that learn, verdicts
+    variances.py       the dt's moderated variances and the t and Fieller intervals made of them
+    shares.py          the runs that learn per dt: Clopper-Pearson intervals and the exact test across dt
     calibration.py     synthetic grids with CartPole's spreads, and the intervals' coverage and power on them
     tables.py          the lines invariance.py prints and the Markdown tables plot.py writes into the pages
     invariance.py      prints the invariance, every-step and verdict lines, the seeds an interval needs, the calibration

@@ -89,7 +89,7 @@ def comparison_table(options):
     # however many more the reference has); the scale too is the reference's table at those seeds.
     seeds = options.seeds or tuple(sorted({seed for folder in options.variants
                                            for (*_, seed) in finished_runs(folder, [options.env_id])}))  # fmt: skip
-    reference_runs = load_runs(options.reference, [options.env_id], seeds).get(options.env_id, {})
+    reference_runs = load_runs(options.reference, [options.env_id], seeds, need_lines=False).get(options.env_id, {})
     if not reference_runs:
         sys.exit(f"error: no finished {options.env_id} runs in {options.reference}")
     _, untrained, best = env_scores(reference_runs)

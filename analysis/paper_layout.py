@@ -76,7 +76,7 @@ def kept_runs(results, cartpole):
     panels, left_out = [], {}
     for panel in PANELS:
         folder = cartpole if panel.env_id == "CartPole-v1" else results
-        runs = load_runs(folder, [panel.env_id]).get(panel.env_id, {})
+        runs = load_runs(folder, [panel.env_id], need_lines=False).get(panel.env_id, {})
         panels.append((panel, {label: runs[label] for label in LABELS if label in runs}))
         left_out[panel.env_id] = sorted(label for label in runs if label not in LABELS)
     return panels, left_out

@@ -21,7 +21,7 @@ A last row per baseline (or variant) gives, per dt, the probability that a DAU r
 gives every step against the method's own level and the runs that learn (robustness.every_step; "learns": a return
 of at least the environment's fixed line, scores.LEARNS). docs/benchmarks.md holds every kept grid's tables, each
 between two lines that name its folder (--page), and says how to read them. Fine / coarse, the slope and every step
-have t (Fieller) intervals from the dt's moderated variances (robustness.moderated: no resampling); a mean's, a
+have t (Fieller) intervals from the dt's moderated variances (variances.moderated: no resampling); a mean's, a
 probability's and worst / best's are bootstraps over runs, each dt's runs resampled on their own (scipy.stats.bootstrap,
 robustness.RESAMPLES resamples, a fixed generator so that the tables redraw the same; Hesterberg's expanded
 percentile interval); a cell of one run has none. analysis/invariance.py prints the lines alone, one per env and

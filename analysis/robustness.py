@@ -1,14 +1,14 @@
 """The project's statistics of robustness across time steps, in one place: every line, table cell and verdict of
 analysis/invariance.py, analysis/tables.py (plot.py's tables) and analysis/compare.py comes from these functions.
 
-- moderated: each dt's mean and the variance of its runs, moderated (limma's empirical Bayes, Smyth 2004), the one
-  input of every interval below; t_bounds and fieller_bounds turn it into the interval of a contrast or a ratio of
-  the dt's means;
+- moderated (analysis/variances.py): each dt's mean and the variance of its runs, moderated (limma's empirical Bayes,
+  Smyth 2004), the one input of every interval below; t_bounds and fieller_bounds turn it into the interval of a
+  contrast or a ratio of the dt's means;
 - invariance: fine / coarse (the two finest dt's mean score over the two coarsest's) and the slope per halving of dt;
 - every_step: each dt's mean score against the method's own level over all its dt, with simultaneous intervals;
 - step_differences: per dt, one method's mean score minus another's (compare.py's verdict), simultaneous intervals;
-- the share of runs that learn per dt, its exact binomial intervals and the exact test across dt (share_intervals,
-  share_test);
+- the share of runs that learn per dt, its exact binomial intervals and the exact test across dt (analysis/shares.py:
+  share_intervals, share_test);
 - verdict: a method's words from its fine / coarse, its every step and its runs that learn, by one rule;
 - interval: a bootstrap interval of any statistic of runs (the tables' cells: a mean, P(X > Y), worst / best);
 - probability_of_improvement: P(X > Y) between two samples of runs (Agarwal et al., NeurIPS 2021).
@@ -19,15 +19,16 @@ of a distribution, the same at any number of bootstrap resamples the tables' cel
 that calibrate all this are in analysis/calibration.py.
 """
 
-import functools
 import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import stats
+
+from analysis.shares import share_intervals, share_test
+from analysis.variances import fieller_bounds, moderated, quantile, satterthwaite, t_bounds
 
 RESAMPLES = 10_000  # bootstrap resamples of a table cell's interval (interval)
-METHODS = ("moderated", "limma", "pooled", "within")  # the variances of moderated(): the one used, and three others
 
 
 def interval(samples, statistic, vectorized=False, axis=0, resamples=RESAMPLES):
@@ -61,127 +62,15 @@ def robustness_ratio(*finals, untrained):
     return max(min(means) - untrained, 0) / (max(means) - untrained)
 
 
-# --- Moderated variances, and the intervals made of them -------------------------------------------------------
+ROUNDING = 1e-9  # an interval's bound within this of a value holds it: the floats' rounding, not the runs' spread
 
 
-class Moderated(NamedTuple):
-    """Per dt: the mean of its runs, the variance of one run (moderated), its degrees of freedom and the runs."""
-
-    means: np.ndarray
-    variances: np.ndarray
-    dfs: np.ndarray
-    runs: np.ndarray
-
-
-def trigamma_inverse(value):
-    """y with trigamma(y) = value (value > 0): trigamma falls from infinity to 0 on (0, infinity)."""
-    low, high = 1e-8, 1.0
-    while special.polygamma(1, high) > value:
-        high *= 2
-    return optimize.brentq(lambda y: special.polygamma(1, y) - value, low, high, xtol=1e-12, rtol=1e-12)
-
-
-def prior(variances, dfs):
-    """(prior variance s0^2, prior degrees of freedom d0) of sample variances with `dfs` degrees of freedom each:
-    limma's fitFDist (Smyth, SAGMB 3, 2004, section 6), the moments of log s^2. Each s^2 is taken as s0^2 times an
-    F(d, d0) draw: log s^2 - digamma(d / 2) + log(d / 2) has mean log s0^2 - digamma(d0 / 2) + log(d0 / 2) and variance
-    trigamma(d / 2) + trigamma(d0 / 2); d0 is infinite where the log variances spread no more than their own chance
-    alone makes them (one variance for every dt). Zero variances are offset to 1e-5 times the median, as limma does."""
-    variances, dfs = np.asarray(variances, dtype=float), np.asarray(dfs, dtype=float)
-    variances, dfs = variances[dfs > 0], dfs[dfs > 0]
-    if len(variances) == 0 or not np.any(variances > 0):
-        return 0.0, math.inf
-    if len(variances) == 1:
-        return float(variances[0]), 0.0
-    median = np.median(variances)
-    offset = np.maximum(variances, 1e-5 * (median if median > 0 else 1.0))
-    e = np.log(offset) - special.digamma(dfs / 2) + np.log(dfs / 2)
-    excess = np.var(e, ddof=1) - np.mean(special.polygamma(1, dfs / 2))
-    if excess <= 0:
-        return float(np.exp(e.mean())), math.inf
-    d0 = 2 * trigamma_inverse(excess)
-    return float(np.exp(e.mean() + special.digamma(d0 / 2) - np.log(d0 / 2))), float(d0)
-
-
-def moderated(samples, method="moderated"):
-    """Each sample's (one per dt) mean and the variance of one run, with its degrees of freedom (Moderated):
-    - "moderated": limma's posterior variance (Smyth 2004), (d0 s0^2 + d s^2) / (d0 + d) with d0 + d degrees of
-      freedom (at most the pooled variance's sum of d, as limma caps them), s0^2 and d0 fitted to the dt's own
-      variances (prior), then floored at the pooled within-dt variance. The moderation shrinks a dt's variance toward
-      the others' only as far as the dt's variances agree: where one dt's runs spread far more (a bimodal dt among
-      tight ones), d0 is small and it keeps about its own. The floor keeps a dt whose few runs agree from a narrow
-      interval where the fit cannot tell chance from a tighter law: limma's model takes each variance for a normal
-      sample's, and the runs' stall-or-balance laws spread sample variances far more than normal ones, so the fit
-      reads their chance spread as dt that truly differ (d0 near 0, no shrinkage). Where a dt's runs truly spread less
-      (tight coarse steps), the floor only widens its interval;
-    - "limma": the posterior variance without the floor;
-    - "pooled": the pooled within-dt variance for every dt, with the sum of the d (the classical pooled t);
-    - "within": each dt's own variance, with its own d (Welch's t)."""
-    samples = [np.asarray(sample, dtype=float) for sample in samples]
-    means = np.array([sample.mean() for sample in samples])
-    runs = np.array([len(sample) for sample in samples], dtype=float)
-    dfs = runs - 1
-    own = np.array([sample.var(ddof=1) if len(sample) > 1 else 0.0 for sample in samples])
-    pooled_df = dfs.sum()
-    pooled = float((own * dfs).sum() / pooled_df) if pooled_df else 0.0
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if method == "within":
-        return Moderated(means, own, dfs, runs)
-    if method == "pooled":
-        return Moderated(means, np.full(len(samples), pooled), np.full(len(samples), pooled_df), runs)
-    s0, d0 = prior(own, dfs)
-    if math.isinf(d0):
-        variances, degrees = np.full(len(samples), s0), np.full(len(samples), pooled_df)
-    else:
-        variances, degrees = (d0 * s0 + dfs * own) / (d0 + dfs), np.minimum(d0 + dfs, pooled_df)
-    if method == "limma":
-        return Moderated(means, variances, degrees, runs)
-    floored = variances < pooled  # the pooled variance, with its own degrees of freedom
-    return Moderated(means, np.where(floored, pooled, variances), np.where(floored, pooled_df, degrees), runs)
-
-
-def satterthwaite(terms, dfs, most):
-    """Welch-Satterthwaite degrees of freedom of a sum of variance terms, each with its own, at most `most`: the
-    runs' own degrees of freedom in all, sum(n - 1). The cap matters where the terms share one estimate (the pooled
-    variance, or moderated variances that share their prior), which the formula would count as independent ones."""
-    terms, dfs = np.asarray(terms, dtype=float), np.asarray(dfs, dtype=float)
-    total = terms.sum()
-    parts = np.divide(terms**2, dfs, out=np.zeros_like(terms), where=np.isfinite(dfs) & (terms > 0))
-    return float(most) if parts.sum() == 0 else float(min(total**2 / parts.sum(), most))
-
-
-def quantile(level, df):
-    """The two-sided t quantile of a `level` interval (the normal's at infinite degrees of freedom). stats.t.ppf's
-    own function (the same bits), without its argument checks, most of its cost in the calibrations' grids."""
-    return float(special.stdtrit(df, 0.5 + level / 2)) if df > 0 else math.nan
-
-
-def t_bounds(fit, weights, level):
-    """The `level` interval of sum(weights * means) (a contrast of the dt's means): Student's t at the Satterthwaite
-    degrees of freedom of its moderated variance."""
-    terms = np.asarray(weights) ** 2 * fit.variances / fit.runs
-    estimate = float(np.dot(weights, fit.means))
-    half = quantile(level, satterthwaite(terms, fit.dfs, (fit.runs - 1).sum())) * math.sqrt(terms.sum())
-    return estimate - half, estimate + half
-
-
-def fieller_bounds(fit, numerator, denominator, level):
-    """The `level` interval of a ratio of two contrasts of the dt's means, a / b (Fieller, JRSS B 16, 1954): every r
-    with (a - r b)^2 <= q^2 var(a - r b), q the t quantile at the Satterthwaite degrees of freedom of a - b. So it
-    holds 1 exactly where the t interval of a - b holds 0 (one decision for the ratio and the difference). None where
-    the set is not one bounded interval: b is not resolved away from 0 (b^2 <= q^2 var(b)), no level to divide by."""
-    numerator, denominator = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
-    per_run = fit.variances / fit.runs
-    a, b = float(np.dot(numerator, fit.means)), float(np.dot(denominator, fit.means))
-    v_aa, v_bb = float(np.sum(numerator**2 * per_run)), float(np.sum(denominator**2 * per_run))
-    v_ab = float(np.sum(numerator * denominator * per_run))
-    q2 = quantile(level, satterthwaite((numerator - denominator) ** 2 * per_run, fit.dfs, (fit.runs - 1).sum())) ** 2
-    lead, half, constant = b * b - q2 * v_bb, a * b - q2 * v_ab, a * a - q2 * v_aa
-    if lead <= 0:
-        return None
-    root = math.sqrt(max(half * half - lead * constant, 0.0))
-    return (half - root) / lead, (half + root) / lead
+def excludes(bounds, value=1.0):
+    """ "below" where the interval (low, high) lies below `value`, "above" where above, else None. A bound within
+    ROUNDING of the value holds it: identical runs at every dt have zero-width intervals at 1, which the floats put
+    at 0.9999999999999999 or 1.0000000000000002 (they read as departing at every dt, beside "within 0%")."""
+    low, high = bounds
+    return "below" if high < value - ROUNDING else "above" if low > value + ROUNDING else None
 
 
 # --- Fine / coarse and the slope --------------------------------------------------------------------------------
@@ -271,9 +160,10 @@ class EveryStep(NamedTuple):
     share_p: float = 1.0  # the exact test that every dt has the same share that learns (share_test)
 
     def departures(self):
-        """The dt whose interval excludes 1, each with "below" or "above"."""
-        pairs = zip(self.dts, self.intervals or (), strict=False)
-        return [(dt, "below" if high < 1 else "above") for dt, (low, high) in pairs if high < 1 or low > 1]
+        """The dt whose interval excludes 1 (by more than the floats' rounding: excludes), each with "below" or
+        "above"."""
+        sides = [(dt, excludes(bounds)) for dt, bounds in zip(self.dts, self.intervals or (), strict=False)]
+        return [(dt, side) for dt, side in sides if side]
 
     def share_departures(self):
         """The dt whose share that learns departs, each with "below" or "above": none unless the test across dt finds
@@ -300,68 +190,6 @@ def relative_to_mean(means):
 def simultaneous_level(count, simultaneous=True):
     """The level of each of `count` intervals that hold at once at 95% (Bonferroni); each 95% if not simultaneous."""
     return 1 - 0.05 / count if simultaneous else 0.95
-
-
-def share_intervals(learned, level):
-    """Clopper-Pearson intervals (exact binomial) of each dt's share that learns, at `level`."""
-    return tuple(clopper_pearson(k, n, level) for k, n in learned)
-
-
-@functools.cache  # the calibrations' thousands of grids draw the same few counts
-def clopper_pearson(k, n, level):
-    tail = (1 - level) / 2
-    return (float(stats.beta.ppf(tail, k, n - k + 1)) if k > 0 else 0.0,
-            float(stats.beta.isf(tail, k + 1, n - k)) if k < n else 1.0)  # fmt: skip
-
-
-def share_test(learned):
-    """The p-value of the exact test that every dt has the same chance to learn, from (runs that learn, runs) per dt
-    (Freeman and Halton, Biometrika 38, 1951: Fisher's exact test of a 2 x dt table; each table with the observed
-    margins has its hypergeometric probability, and p is the total probability of those no more likely than the
-    one observed). Every table is counted, each half of the dt enumerated apart and the halves met by their sums."""
-    return exact_share_test(tuple((int(k), int(n)) for k, n in learned))
-
-
-@functools.cache  # the calibrations' thousands of grids draw the same tables again and again
-def exact_share_test(learned):
-    counts = np.array([k for k, _ in learned])
-    runs = np.array([n for _, n in learned])
-    total = int(counts.sum())
-    if len(runs) < 2 or total in (0, int(runs.sum())):
-        return 1.0
-    ways = [np.arange(n + 1) for n in runs]  # the runs that learn that each dt can have
-    log_choose = [
-        special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
-        for n, k in zip(runs, ways, strict=True)
-    ]
-    observed = sum(column[k] for column, k in zip(log_choose, counts, strict=True))
-    observed += 1e-7 * abs(observed) + 1e-12  # ties within rounding count as no more likely
-
-    def half(columns):
-        """Every table of these dt alone: its runs that learn, and the log of its product of binomial weights."""
-        sums, log_p = np.zeros(1, dtype=int), np.zeros(1)
-        for column in columns:
-            sums = np.add.outer(sums, np.arange(len(column))).ravel()
-            log_p = np.add.outer(log_p, column).ravel()
-        return sums, log_p
-
-    middle = len(runs) // 2
-    sums_a, log_a = half(log_choose[:middle])
-    sums_b, log_b = half(log_choose[middle:])
-    order = np.lexsort((log_b, sums_b))  # by sum, then by weight
-    sums_b, log_b = sums_b[order], log_b[order]
-    shift = log_a.max() + log_b.max()
-    as_extreme = everything = 0.0
-    for learners in np.unique(sums_a):
-        first, last = np.searchsorted(sums_b, [total - learners, total - learners + 1])
-        if first == last:
-            continue
-        block = log_b[first:last]  # the other half's tables that complete these to the observed margins
-        cumulative = np.concatenate([[0.0], np.cumsum(np.exp(block + log_a.max() - shift))])
-        weights = np.exp(log_a[sums_a == learners] - log_a.max())
-        as_extreme += weights @ cumulative[np.searchsorted(block, observed - log_a[sums_a == learners], "right")]
-        everything += weights.sum() * cumulative[-1]
-    return float(min(1.0, as_extreme / everything))
 
 
 def every_step(scores, line, simultaneous=True, method="moderated"):
@@ -460,9 +288,9 @@ def verdict(result, steps):
        every step (...)" where that is every dt."""
     if result.ratio is not None and result.ratio_interval is not None:
         low, high = result.ratio_interval
-        if high < 1:
+        if excludes(result.ratio_interval) == "below":
             return f"{percent(1 - high, 'down')}% to {percent(1 - low, 'up')}% lower at the finest steps"
-        if low > 1:
+        if excludes(result.ratio_interval) == "above":
             return f"{percent(low - 1, 'down')}% to {percent(high - 1, 'up')}% higher at the finest steps"
         if steps.intervals:
             farthest = max(max(1 - a, b - 1) for a, b in steps.intervals)

@@ -10,6 +10,7 @@ is not drawn on it but fixed in return units, per environment (LEARNS).
 
 import csv
 import math
+import sys
 from collections import defaultdict
 from typing import NamedTuple
 
@@ -28,6 +29,9 @@ LEARNS = {
     "Ant-v4": 6000 / 2,
     "BipedalWalker-v3": 300 / 2,
 }
+# What an environment without a line for a run that learns lacks, and where to add it.
+LACKS_LINE = ("it has no line for a run that learns: add one to analysis/scores.py's LEARNS (and docs/benchmarks.md's "
+              "table), with its reason")  # fmt: skip
 
 
 class Curve(NamedTuple):
@@ -53,11 +57,12 @@ def budget(run):
     return run["args"]["total_time"], run["args"]["eval_every"]
 
 
-def load_runs(runs_dir, env_ids=(), seeds=()):
+def load_runs(runs_dir, env_ids=(), seeds=(), need_lines=True):
     """{env_id: {algorithm: {dt: [Curve, one per seed]}}} of the finished runs (finished_runs), of these seeds
     only if any are given. A label whose runs evaluate at different --eval-every is refused (RefusedRuns): its
     curves would be averaged over evaluations made at different times (finished_runs already names a label's
-    budgets apart)."""
+    budgets apart). `need_lines`: an environment without a line for a run that learns (LEARNS) is left out, the
+    others read, and one line on stderr says what it lacks (every_step's verdicts need the line)."""
     runs = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     intervals = defaultdict(set)
     for (env_id, algorithm, dt, seed), (run_dir, run) in finished_runs(runs_dir, env_ids).items():
@@ -70,6 +75,9 @@ def load_runs(runs_dir, env_ids=(), seeds=()):
             raise RefusedRuns(f"{env_id} {algorithm} mixes evaluation intervals (--eval-every "
                               f"{', '.join(f'{every:g}' for every in sorted(seen))} s): keep one of them in the "
                               "folders read")  # fmt: skip
+    for env_id in [env_id for env_id in runs if need_lines and env_id not in LEARNS]:
+        print(f"{env_id} left out: {LACKS_LINE}", file=sys.stderr)
+        del runs[env_id]
     return runs
 
 
@@ -110,8 +118,7 @@ def normalised(by_dt, untrained, best):
 def learns_line(env_id):
     """LEARNS' return for this environment; refused, naming the table, for one it does not have."""
     if env_id not in LEARNS:
-        raise RefusedRuns(f"{env_id} has no line for a run that learns: add one to analysis/scores.py's LEARNS "
-                          "(and docs/benchmarks.md's table), with its reason")  # fmt: skip
+        raise RefusedRuns(f"{env_id}: {LACKS_LINE}")
     return LEARNS[env_id]
 
 

@@ -15,7 +15,7 @@ The scripts keep the algorithm whole (networks, update, exploration, replay memo
     clock.py       Clock: rounds, physical time, env steps, updates and what is due; Preemption (SIGTERM)
     logs.py        Logs: evals.csv, diagnostics.csv, the progress bar, W&B
     run_info.py    run.json: versions, machine, a run's identity (run_identity and what it leaves out)
-    threads.py     torch's CPU threads: one per core that other processes leave idle, unless OMP_NUM_THREADS is set
+    threads.py     torch's CPU threads: one, whatever the load, unless OMP_NUM_THREADS or MKL_NUM_THREADS sets another
     checkpoint.py  checkpoint.pt (what it holds, written and read back), the random generators, model.pt
     files.py       files written whole or not at all; the run folder and its lock
     envs.py        the training and evaluation envs (make_vector_env) and their states for a checkpoint

@@ -193,9 +193,18 @@ def set_round_seconds(args, dt):
 
 def buffer_rows(args, dt):
     """Replay capacity in transitions: --buffer-time physical seconds at this dt (the paper's Discussion: a
-    buffer of a fixed number of transitions covers less physical time as dt shrinks), and never more than
-    the run collects."""
+    buffer of a fixed number of transitions covers less physical time as dt shrinks), or where a script has
+    --buffer-transitions and it is set (dau_discrete_research.py), that ring's N; never more than the run collects."""
+    if getattr(args, "buffer_transitions", None) is not None:
+        return min(args.buffer_transitions, collected_rows(args, dt))
     return min(round(args.buffer_time / dt), collected_rows(args, dt))
+
+
+def buffer_flag(args, dt):
+    """The flag that sets the replay memory's size, as an error names it: --buffer-transitions or --buffer-time."""
+    if getattr(args, "buffer_transitions", None) is not None:
+        return "--buffer-transitions", f"--buffer-transitions {args.buffer_transitions}"
+    return "--buffer-time", f"--buffer-time {args.buffer_time:g} s at dt {dt:g}"
 
 
 def collected_rows(args, dt):
@@ -214,17 +223,18 @@ def check_memory(args, dt, row_floats, device):
         gpu_available = max(0, torch.cuda.mem_get_info(device)[0] - 2**31)
         copies, where = 1, "on the GPU (2 GiB kept for CUDA) " if gpu_available < available else "in host memory "
         available = min(available, gpu_available)
+    flag, setting = buffer_flag(args, dt)
     if copies * needed > available:
         raise ValueError(f"the replay buffer needs {needed / 1e9:.1f} GB for {rows} transitions, and as much "
-                         f"again in host memory to write a checkpoint of it (--buffer-time {args.buffer_time:g} s "
-                         f"at dt {dt:g}), but {where}{available / 1e9:.1f} GB are available: lower --buffer-time "
-                         "(or --total-time)")  # fmt: skip
+                         f"again in host memory to write a checkpoint of it ({setting}), but {where}"
+                         f"{available / 1e9:.1f} GB are available: lower {flag} (or --total-time)")  # fmt: skip
     if args.checkpoint_every is not None:  # a checkpoint holds the replay memory's filled rows
-        check_disk(args.resume or "runs", needed + 2**24)
+        check_disk(args.resume or "runs", needed + 2**24, flag)
 
 
-def check_disk(folder, checkpoint_bytes):
-    """Refuse a run whose checkpoint cannot be written: a new one is written beside the last, then replaces it."""
+def check_disk(folder, checkpoint_bytes, flag="--buffer-time"):
+    """Refuse a run whose checkpoint cannot be written: a new one is written beside the last, then replaces it
+    (`flag`: the flag that sets the replay memory's size, buffer_flag)."""
     while not os.path.isdir(folder):  # runs/ may not exist yet: the disk it will be on
         folder = os.path.dirname(os.path.abspath(folder))
     existing = os.path.join(folder, CHECKPOINT)
@@ -232,5 +242,5 @@ def check_disk(folder, checkpoint_bytes):
     if 2 * checkpoint_bytes > free:
         raise ValueError(f"a checkpoint of this run takes up to {checkpoint_bytes / 1e9:.2f} GB and is written beside "
                          f"the last one ({2 * checkpoint_bytes / 1e9:.2f} GB), but {free / 1e9:.2f} GB are free "
-                         f"on the disk of {os.path.abspath(folder)}: lower --buffer-time (or --total-time), or run "
+                         f"on the disk of {os.path.abspath(folder)}: lower {flag} (or --total-time), or run "
                          "without --checkpoint-every")  # fmt: skip

@@ -3,8 +3,9 @@ CPU, and its row of evals.csv carries that round's counters. With --eval-in-back
 thread while training goes on, and each row is written as its evaluation ends: the same evals.csv, since the copy
 is taken at the same round, the evaluation envs are the thread's alone and it draws from none of the training's
 generators. One evaluation at a time: the next, a checkpoint and the run's end wait for the one in flight, so that
-a wait lasts one evaluation at most and one copy of the policy is held (at a run's end after a Ctrl-C or an error,
-a second Ctrl-C or a SIGTERM ends the wait, and after an error a time limit: Evaluations.finish). The seconds
+a wait lasts one evaluation at most and one copy of the policy is held (once a SIGTERM has come, SIGTERM_WAIT_SECONDS
+at most, then the evaluation is abandoned and run.json says so; at a run's end after a Ctrl-C or an error, a second
+Ctrl-C or a SIGTERM ends the wait, and after an error a time limit: Evaluations.finish). The seconds
 training spent on evaluations
 (running them at once, copying the policy, waiting for the thread) are Logs.eval_wait_seconds, beside the seconds
 the evaluations took to play (Logs.eval_seconds)."""
@@ -23,6 +24,12 @@ import traceback
 # After an error in training, the run's end waits for the evaluation in flight at most this long, or twice the run's
 # longest evaluation if that is longer: an evaluation stuck for good does not hold the error's end up for ever.
 ERROR_WAIT_SECONDS = 60
+# After a SIGTERM, training waits for the evaluation in flight at most this long, then abandons it (stopped in its
+# thread, INTERRUPT_SECONDS more at most) and saves the checkpoint. Slurm (KillWait) and GCP's spot machines give 30 s
+# from SIGTERM to SIGKILL, which the round in flight, this wait and the checkpoint share: 10 + 5 s leave 15 s for the
+# rest. A stuck evaluation held SIGTERM's stop for ever, and a sweep's --hours with it (issue 86).
+SIGTERM_WAIT_SECONDS = 10
+INTERRUPT_SECONDS = 5
 
 
 def policy_copy(networks):
@@ -60,14 +67,15 @@ class EvaluationThread:
         self.tasks.put((future, function, args))
         return future
 
-    def interrupt(self, future):
+    def interrupt(self, future, timeout=10):
         """Stop playing `future`'s task as Ctrl-C stops one in the main thread: KeyboardInterrupt, raised in the thread
-        once the env step or forward pass under way returns; waits for that (10 s at most, Ctrl-C or not)."""
+        once the env step or forward pass under way returns; waits for that (`timeout` seconds at most, Ctrl-C or
+        not)."""
         if not future.done():
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident),
                                                        ctypes.py_object(KeyboardInterrupt))  # fmt: skip
             with contextlib.suppress(KeyboardInterrupt):
-                concurrent.futures.wait([future], timeout=10)
+                concurrent.futures.wait([future], timeout=timeout)
 
     def _serve(self):
         while True:
@@ -82,26 +90,31 @@ class EvaluationThread:
 class Evaluations:
     """The run's evaluations and the one in flight in the thread, if any: `evaluate(networks)` returns the mean scaled
     return of the policy's copy (policy_copy) over the evaluation envs (the script's), `logs` writes the rows and
-    counts the seconds."""
+    counts the seconds; `preemption` (harness/clock.py) bounds training's wait for the one in flight once a SIGTERM
+    has come (SIGTERM_WAIT_SECONDS), and `abandoned` are the evaluations a resumed run abandoned before."""
 
-    def __init__(self, evaluate, logs, background):
-        self.evaluate, self.logs = evaluate, logs
+    def __init__(self, evaluate, logs, background, preemption=None, abandoned=()):
+        self.evaluate, self.logs, self.preemption = evaluate, logs, preemption
         self.thread = EvaluationThread() if background else None
         self.in_flight = None  # (future, the round's counters) of the evaluation playing in the thread
+        # The physical times of the evaluations abandoned after a SIGTERM (run.json), a resumed run's earlier ones first
+        self.abandoned = list(abandoned)
+        self.sigterm_deadline = None  # until when training waits for evaluations, once a SIGTERM has come
         self.longest = 0.0  # the seconds the run's longest evaluation so far took to play
         self.error = None  # the error of the evaluation in flight at a run's end by Ctrl-C or an error (finish)
 
     def begin(self, networks, clock, start_time, wait=False):
         """An evaluation of the networks' policy as it is now, with the clock's counters now: played at once, or in the
-        thread once the one in flight has ended and is logged (`wait`: logged too, once it ends)."""
+        thread once the one in flight has ended and is logged (`wait`: logged too, once it ends). False where it was
+        abandoned after a SIGTERM (`wait`)."""
         with self._waiting():
             self._log_in_flight(start_time, wait=True)
             counters, copied = (clock.physical_time, clock.env_steps, clock.updates), policy_copy(networks)
             if self.thread is None:
                 self._log(self._timed(copied), counters, start_time)
-            else:
-                self.in_flight = self.thread.submit(self._timed, copied), counters
-                self._log_in_flight(start_time, wait)
+                return True
+            self.in_flight = self.thread.submit(self._timed, copied), counters
+            return self._log_in_flight(start_time, wait)
 
     def log_ended(self, start_time, wait=False):
         """Write the row of the evaluation in flight if it has ended (`wait`: once it ends)."""
@@ -159,11 +172,31 @@ class Evaluations:
         self.logs.console.print(message)
 
     def _log_in_flight(self, start_time, wait):
+        """Log the evaluation in flight if it has ended (`wait`: once it ends); False where it was abandoned."""
         if self.in_flight is not None and (wait or self.in_flight[0].done()):
             future, counters = self.in_flight
-            concurrent.futures.wait([future])  # (a Ctrl-C while it waits leaves it in flight, for finish)
+            if not self._ended_in_time(future):  # (a Ctrl-C while it waits leaves it in flight, for finish)
+                self.thread.interrupt(future, timeout=INTERRUPT_SECONDS)
+                self.in_flight = None
+                self.abandoned.append(counters[0])
+                self.logs.console.print(f"SIGTERM: the evaluation at physical time {counters[0]:g} s has not ended "
+                                        f"{SIGTERM_WAIT_SECONDS:g} s after it: abandoned, its row left out "
+                                        "(run.json: abandoned_evaluations)", soft_wrap=True)  # fmt: skip
+                return False
             self.in_flight = None  # ended: its error, if any, is raised once, here
             self._log(future.result(), counters, start_time)
+        return True
+
+    def _ended_in_time(self, future):
+        """Wait for `future` to end: without limit, but once a SIGTERM has come (before the wait or during it) until
+        SIGTERM_WAIT_SECONDS after the first wait that saw it. False where it has not ended by then."""
+        while not future.done():
+            if self.sigterm_deadline is None and self.preemption is not None and self.preemption.requested:
+                self.sigterm_deadline = time.time() + SIGTERM_WAIT_SECONDS
+            if self.sigterm_deadline is not None and time.time() >= self.sigterm_deadline:
+                return False
+            concurrent.futures.wait([future], timeout=0.1)
+        return True
 
     @contextlib.contextmanager
     def _waiting(self):

@@ -2,6 +2,7 @@
 checkpoints and diagnostics rows its clock makes due, and SIGTERM's stop), and at the end of the run (model.pt,
 run.json, W&B)."""
 
+import json
 import os
 import sys
 import time
@@ -16,6 +17,30 @@ from harness.evaluations import Evaluations, in_background
 from harness.logs import Logs, finish_wandb
 from harness.run_info import NON_FINITE_LOSS, write_run_info
 from harness.videos import EvaluationVideos
+
+
+def run_evaluations(run, evaluate, logs):
+    """The run's Evaluations (harness/evaluations.py): in the background or not (in_background), their waits bounded
+    once a SIGTERM has come, with the evaluations that a resumed run abandoned before (its run.json's
+    abandoned_evaluations, kept as run.json is written again)."""
+    abandoned = []
+    if run.resumed:
+        try:
+            with open(os.path.join(run.run_dir, "run.json")) as file:
+                abandoned = list(json.load(file).get("abandoned_evaluations", []))
+        except (OSError, ValueError, AttributeError):  # not whole: harness/run_info.py's code_history refused it
+            pass
+    return Evaluations(evaluate, logs, in_background(run.args, run.device), run.preemption, abandoned)
+
+
+def write_loop_info(loop, **results):
+    """run.json for `loop`'s run (harness/run_info.py), with the physical times of the evaluations abandoned after a
+    SIGTERM where there are any."""
+    run = loop.run
+    if loop.evaluations.abandoned:
+        results["abandoned_evaluations"] = loop.evaluations.abandoned
+    write_run_info(run.run_dir, script=run.script, run_name=run.run_name, dt=run.dt, args=run.args,
+                   device=run.device, wandb_id=run.wandb_id, code=run.code, **results)  # fmt: skip
 
 
 class Loop:
@@ -36,13 +61,13 @@ class Loop:
         self.clock = Clock(args, run.dt)
         self.logs = Logs(run.run_dir, self.clock, diagnostics, run.wandb, resumed.csv_bytes if resumed else None,
                          wandb_is_new=bool(resumed) and run.wandb_id != resumed.wandb_id)  # fmt: skip
-        self.evaluations = Evaluations(evaluate, self.logs, in_background(args, run.device))
+        self.evaluations = run_evaluations(run, evaluate, self.logs)
         wall_time = resumed.restore_counters(self.clock, self.logs) if resumed else 0.0
         self.videos = None
         if args.capture_video:  # a separate env, so that the evaluation envs' episodes stay as they are
             self.videos = EvaluationVideos(args.env_id, run.dt, args.time_limit, os.path.join(run.run_dir, "videos"),
                                            args.seed)  # fmt: skip
-        self._write_run_info(completed=False)
+        write_loop_info(self, completed=False)
         self.start_time = time.time() - wall_time  # a resumed run's wall time goes on from the checkpoint's
         if resumed:  # the state the checkpoint saved, in place of the fresh one just made
             obs = resumed.restore(state=state, envs=envs, obs=obs, eval_envs=run.eval_envs, videos=self.videos)
@@ -53,8 +78,9 @@ class Loop:
     def rounds(self):
         """The training loop's rounds, to iterate over: before each, an evaluation and a checkpoint when due;
         after the last, the final evaluation. A SIGTERM ends it with a checkpoint as soon as the round, the
-        evaluation or the checkpoint in flight is over: each leaves a state to go on from exactly (a grace of 30 s
-        before SIGKILL, as Slurm and spot machines give, may not cover a checkpoint and a round more)."""
+        evaluation (in the background: SIGTERM_WAIT_SECONDS at most, then abandoned) or the checkpoint in flight is
+        over (a grace of 30 s before SIGKILL, as Slurm and spot machines give, may not cover a checkpoint and a round
+        more)."""
         clock, run_dir, checkpoint_every = self.clock, self.run.run_dir, self.run.args.checkpoint_every
         self.logs.start_progress()
         for _ in range(clock.rounds_done, clock.num_rounds):
@@ -82,7 +108,8 @@ class Loop:
         if self.logs.window_rounds:  # the rounds since the last diagnostics row (after the state: an extension goes on)
             wall_time = time.time() - self.start_time
             self.logs.diagnostics_row(sps=clock.env_steps / wall_time, wall_time=wall_time)
-        self._evaluate(final=True)
+        if not self._evaluate(final=True):  # abandoned after a SIGTERM: the resumed run makes it again
+            return self._stopped_by_sigterm(saved=bool(checkpoint_every))
         if checkpoint_every:
             self._save_model(os.path.join(run_dir, "checkpoints", f"{clock.physical_time:.1f}s.pt"))
         self.completed = True
@@ -95,8 +122,8 @@ class Loop:
         clock.rounds_done += 1
         if not torch.isfinite(stats).all():  # run.json says so: sweeps/run_local.py neither resumes nor reruns it
             first = clock.updates - self.run.args.updates_per_round + int((~torch.isfinite(stats)).any(1).nonzero()[0])
-            self._write_run_info(completed=False, physical_time=clock.physical_time, updates=clock.updates,
-                                 stopped_by=NON_FINITE_LOSS)  # fmt: skip
+            write_loop_info(self, completed=False, physical_time=clock.physical_time, updates=clock.updates,
+                            stopped_by=NON_FINITE_LOSS)  # fmt: skip
             sys.exit(f"error: {NON_FINITE_LOSS} at update {first} (physical time {clock.physical_time:.1f} s)")
         wall_time = time.time() - self.start_time
         sps = clock.env_steps / wall_time
@@ -115,13 +142,15 @@ class Loop:
         return True
 
     def _evaluate(self, final=False):
-        """An evaluation begun, and its video when due; the final one awaited, the eval envs' state before it kept."""
+        """An evaluation begun, and its video when due; the final one awaited, the eval envs' state before it kept.
+        False where the final one was abandoned after a SIGTERM (Evaluations.begin)."""
         if final:
             self.evaluations.log_ended(self.start_time, wait=True)
             self.final_eval_envs = [env_state(env) for env in self.run.eval_envs.envs]
-        self.evaluations.begin(self.networks, self.clock, self.start_time, wait=final)
+        ended = self.evaluations.begin(self.networks, self.clock, self.start_time, wait=final)
         if self.videos is not None:
             self.videos.record(self.act, f"physical-time-{self.clock.physical_time:.0f}s", final)
+        return ended
 
     def _save_model(self, path, eval_envs_state=None):
         save_model(path, args=self.run.args, optimizer=self.state["optimizer"], networks=self.networks,
@@ -133,11 +162,6 @@ class Loop:
         write_checkpoint(run.run_dir, script=run.script, run_name=run.run_name, args=run.args, device=run.device,
                          wandb_id=run.wandb_id, counters=counters, state=self.state, envs=self.envs, obs=self.obs,
                          eval_envs=run.eval_envs, csv_bytes=self.logs.csv_bytes(), videos=self.videos)  # fmt: skip
-
-    def _write_run_info(self, **results):
-        run = self.run
-        write_run_info(run.run_dir, script=run.script, run_name=run.run_name, dt=run.dt, args=run.args,
-                       device=run.device, wandb_id=run.wandb_id, code=run.code, **results)  # fmt: skip
 
     def end(self, error_type, error):
         """The end of the run, however it ended: Ctrl-C keeps what was logged; model.pt, run.json, W&B. stopped_by
@@ -158,10 +182,10 @@ class Loop:
             self._save_model(os.path.join(run.run_dir, "model.pt"), self.final_eval_envs)
         wall_time, path = time.time() - self.start_time, os.path.join(run.run_dir, CHECKPOINT)
         stopped_by = None if self.completed else "Ctrl-C" if error_type is KeyboardInterrupt else "SIGTERM"
-        self._write_run_info(completed=self.completed, physical_time=clock.physical_time, env_steps=clock.env_steps,
-                             updates=clock.updates, wall_time=wall_time, eval_wall_time=logs.eval_seconds,
-                             eval_wait_time=logs.eval_wait_seconds, final_scaled_return=logs.last_eval,
-                             stopped_by=stopped_by, checkpoint=path if os.path.exists(path) else None)  # fmt: skip
+        write_loop_info(self, completed=self.completed, physical_time=clock.physical_time, env_steps=clock.env_steps,
+                        updates=clock.updates, wall_time=wall_time, eval_wall_time=logs.eval_seconds,
+                        eval_wait_time=logs.eval_wait_seconds, final_scaled_return=logs.last_eval,
+                        stopped_by=stopped_by, checkpoint=path if os.path.exists(path) else None)  # fmt: skip
         print(f"{run.run_name}: scaled return {logs.last_eval:.2f} after {clock.physical_time:g} physical s "
               f"({clock.env_steps} env steps, {clock.updates} updates, {wall_time:.1f} s wall, "
               f"{logs.eval_wait_seconds:.1f} s of it on evaluations) -> {run.run_dir}")  # fmt: skip

@@ -52,7 +52,7 @@ class Run:
             self.probe, self.dt = settle_args(args, self.model, action_space, check_args, self.device)
         except (ValueError, gym.error.Error) as error:
             sys.exit(f"error: {error}")
-        # One thread per core that other processes leave idle (harness/threads.py), unless OMP_NUM_THREADS is set
+        # One thread whatever the load (harness/threads.py), unless OMP_NUM_THREADS sets another; --resume: its own
         threads_note = choose_threads(self.resumed is not None, self.resumed and self.resumed.torch_threads)
         if threads_note:
             print(threads_note, flush=True)

@@ -76,6 +76,34 @@ def test_the_robustness_table_and_figure(tmp_path):
     assert out.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_an_environment_without_a_line_for_learns_is_left_out_in_one_line_and_the_others_reported(tmp_path):
+    """Acrobot-v1 has no line for a run that learns (analysis/scores.py's LEARNS): invariance.py and the tables report
+    Pendulum's runs read with its, and one line says what Acrobot lacks and where to add it. Its runs stopped every
+    analysis ("Acrobot-v1 has no line ..."; issue 86)."""
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    from analysis import scores, tables
+
+    for seed in (1, 2):
+        for dt in (0.01, 0.001):
+            write_run(tmp_path, "dau_continuous.py", dt, seed, [-1400, -600, -200, -160 - seed, -140 - seed])
+            acrobot = write_run(tmp_path / "acrobot", "dau_discrete.py", dt, seed, [-500, -300, -200, -100, -90],
+                                env_id="Acrobot-v1")  # fmt: skip
+            acrobot.rename(tmp_path / acrobot.name.replace("Pendulum-v1", "Acrobot-v1"))
+    command = [sys.executable, "-m", "analysis.invariance", "--runs", str(tmp_path)]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("invariance Pendulum-v1 DAU fine/coarse") and "Acrobot" not in result.stdout
+    assert result.stderr.strip() == f"Acrobot-v1 left out: {scores.LACKS_LINE}"
+    assert "analysis/scores.py's LEARNS" in result.stderr
+    runs = scores.load_runs(tmp_path)
+    assert set(runs) == {"Pendulum-v1"} and "Pendulum-v1" in tables.robustness_table(runs)
+    assert set(scores.load_runs(tmp_path, need_lines=False)) == {"Pendulum-v1", "Acrobot-v1"}
+
+
 def test_the_probability_of_improvement_counts_pairs_of_runs_and_ties_as_half():
     """Agarwal et al.'s P(X > Y): DAU runs 1, 2, 3 against baseline runs 2, 2, 0: 1 beats one of three, 2 ties
     two and beats one, 3 beats all: (1 + 2 + 3) / 9. Its interval: DAU's and the baseline's runs resampled

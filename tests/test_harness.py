@@ -43,7 +43,7 @@ import dau_discrete
 import harness.evaluations
 import harness.files
 from dt_wrappers import PhysicalTime, make_env
-from harness.args import buffer_rows, set_round_seconds
+from harness.args import buffer_rows, check_memory, set_round_seconds
 from harness.checkpoint import CHECKPOINT, Resumed, save_model
 from harness.clock import whole_rounds
 from harness.env_state import env_state, set_env_state
@@ -79,6 +79,27 @@ def test_mujoco_videos_follow_the_body(tmp_path):
     mujoco.mj_forward(base.model, base.data)
     frame = videos.env.render().astype(int)
     assert ((frame[..., 0] - frame[..., 1]) > 40).sum() > 500
+
+
+def test_the_memory_check_sizes_the_ring_that_buffer_transitions_sets(monkeypatch, tmp_path):
+    """dau_discrete_research.py's --buffer-transitions N: the memory check budgets that ring, not --buffer-time's rows,
+    and a refusal names the flag. CartPole at dt 0.00002 for 12600 s with a ring of 1000000 rows (11 floats each):
+    44 MB, which fits; it was refused for --buffer-time's 10000 s ("needs 22.0 GB ... lower --buffer-time"), while a
+    ring of 200000000 rows with --buffer-time 1 s (8.8 GB, twice) passed unchecked (issue 86)."""
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=4e9))
+    monkeypatch.chdir(tmp_path)
+    cpu, dt = torch.device("cpu"), 0.00002
+    args = SimpleNamespace(total_time=12600, num_envs=256, steps_per_round=10, buffer_time=10_000,
+                           buffer_transitions=1_000_000, checkpoint_every=None, resume=None)  # fmt: skip
+    assert buffer_rows(args, dt) == 1_000_000
+    check_memory(args, dt, 11, cpu)
+    ring = SimpleNamespace(**vars(args) | {"buffer_time": 1.0, "buffer_transitions": 200_000_000})
+    with pytest.raises(ValueError, match=r"needs 8\.8 GB .* lower --buffer-transitions \(or --total-time\)"):
+        check_memory(ring, dt, 11, cpu)
+    unset = SimpleNamespace(**vars(args) | {"buffer_transitions": None})  # --buffer-time's rows, as before
+    assert buffer_rows(unset, dt) == 500_000_000
+    with pytest.raises(ValueError, match=r"needs 22\.0 GB .* lower --buffer-time \(or --total-time\)"):
+        check_memory(unset, dt, 11, cpu)
 
 
 @pytest.mark.parametrize("dt,steps,updates", [(0.01, 10, 50), (0.002, 50, 250), (0.0005, 200, 1000), (0.003, 33, 165)])
@@ -588,6 +609,76 @@ def test_after_an_error_in_training_a_sigterm_ends_the_wait_for_the_evaluation_i
     assert returncode == 1 and time.time() - sent < 20 and "RuntimeError: an error in training" in stderr, stderr
     assert "SIGTERM: the evaluation in flight is dropped" in stdout
     assert [row["physical_time"] for row in read_evals(tmp_path)] == ["0.000000", "1.200000"]
+
+
+@pytest.mark.slow
+def test_a_sigterm_while_an_evaluation_hangs_stops_the_run_within_the_bound_with_its_checkpoint(tmp_path):
+    """SIGTERM while the third evaluation plays in the background and hangs (busy in torch's code for 120 s): the run
+    waits for it SIGTERM_WAIT_SECONDS at most, abandons it, says so, saves the checkpoint and exits 0 well within the
+    30 s that Slurm and spot machines give before SIGKILL; run.json says stopped_by "SIGTERM" and which evaluation was
+    abandoned, and keeps it when the run is resumed to its end. It waited for the evaluation without limit: still
+    running 60 s after the SIGTERM (issue 86)."""
+    probe, outputs = third_evaluation(tmp_path, 120), [tmp_path / "stdout.txt", tmp_path / "stderr.txt"]
+    with open(outputs[0], "w") as stdout, open(outputs[1], "w") as stderr:
+        process = subprocess.Popen([sys.executable, str(probe), *BACKGROUND_RUN, "--eval-in-background", "True"],
+                                   cwd=tmp_path, stdout=stdout, stderr=stderr)  # fmt: skip
+    began = tmp_path / "began.txt"
+    try:
+        assert wait_for(lambda: began.exists() and len(began.read_text().splitlines()) >= 3, process)
+        sent = time.time()
+        process.send_signal(signal.SIGTERM)
+        returncode = process.wait(timeout=60)
+        waited = time.time() - sent
+    finally:
+        process.kill()
+    stdout, stderr = (path.read_text() for path in outputs)
+    bound = harness.evaluations.SIGTERM_WAIT_SECONDS + harness.evaluations.INTERRUPT_SECONDS
+    assert returncode == 0 and waited < min(bound + 10, 30), (waited, stderr[-3000:])
+    assert "has not ended 10 s after it: abandoned" in stdout and "stopped by SIGTERM: checkpoint saved" in stdout
+    (run_dir,) = tmp_path.glob("runs/*__*")
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["stopped_by"] == "SIGTERM" and run["abandoned_evaluations"] == [2.0] and run["checkpoint"], run
+    assert [row["physical_time"] for row in read_evals(tmp_path)] == ["0.000000", "1.200000"]
+    run_script("dau_continuous.py", "--resume", str(run_dir), cwd=tmp_path)
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["completed"] and run["abandoned_evaluations"] == [2.0]
+    times = [row["physical_time"] for row in read_evals(tmp_path)]
+    assert "2.000000" not in times and times[:2] == ["0.000000", "1.200000"] and times[-1] == "4.000000", times
+
+
+def test_after_a_sigterm_training_waits_for_the_evaluation_in_flight_for_a_bounded_time(monkeypatch):
+    """Once a SIGTERM has come (before the wait or during it), training waits for the evaluation in flight at most
+    SIGTERM_WAIT_SECONDS (1 s here), then abandons it, stopped in its thread, says so and records its physical time;
+    before any SIGTERM, and for one that ends in time, it waits and logs as before. It waited without limit."""
+    monkeypatch.setattr(harness.evaluations, "SIGTERM_WAIT_SECONDS", 1.0, raising=False)
+    clock, printed, release = SimpleNamespace(physical_time=0.0, env_steps=0, updates=0), [], threading.Event()
+
+    def stuck(policy):  # in Python's code, so that the thread's interrupt stops it; 10 s at most
+        began = time.time()
+        while not release.is_set() and time.time() < began + 10:
+            time.sleep(0.01)
+        return 0.0
+
+    logs, preemption = CountingLogs(), SimpleNamespace(requested=False)
+    logs.console = SimpleNamespace(print=lambda line, **kwargs: printed.append(line))
+    evaluations = Evaluations(stuck, logs, True, preemption)
+    evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
+    threading.Timer(0.5, lambda: setattr(preemption, "requested", True)).start()  # a SIGTERM during the wait
+    began = time.time()
+    evaluations.log_ended(time.time(), wait=True)
+    assert 1.4 < time.time() - began < 5 and logs.rows == [] and evaluations.in_flight is None, printed
+    assert evaluations.abandoned == [0.0] and "has not ended 1 s after it: abandoned" in printed[-1], printed
+    clock.physical_time = 1.0
+    evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
+    began = time.time()
+    evaluations.log_ended(time.time(), wait=True)  # the SIGTERM's bound is spent: abandoned at once
+    assert time.time() - began < 5 and evaluations.abandoned == [0.0, 1.0]
+    release.set()  # one that ends in time is logged
+    clock.physical_time = 2.0
+    evaluations.sigterm_deadline = time.time() + 30
+    evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
+    evaluations.log_ended(time.time(), wait=True)
+    assert logs.rows == [2.0] and evaluations.abandoned == [0.0, 1.0]
 
 
 def test_evaluations_play_in_the_background_by_default_on_a_gpu_only():

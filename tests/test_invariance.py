@@ -12,7 +12,8 @@ import pytest
 from helpers import ROOT
 from scipy import special, stats
 
-from analysis import calibration, invariance, robustness, scores, tables
+from analysis import calibration, invariance, robustness, scores, shares, tables
+from analysis.variances import fieller_bounds, moderated, prior, quantile, satterthwaite, t_bounds
 
 LINE = re.compile(r"invariance (\S+) (\S+) fine/coarse (\S+) \[(\S+), (\S+)\] slope (\S+) \[(\S+), (\S+)\] seeds (\d+)")
 STEP = r"[\d.]+: (?:\S+ \[\S+, \S+\]|\S+), \d+/\d+ \[\S+, \S+\]"
@@ -51,27 +52,27 @@ def test_the_prior_is_limmas_moment_fit_and_the_moderated_variance_its_posterior
     no more than chance gives an infinite d0: every dt gets s0^2 with the pooled degrees of freedom. "moderated"
     floors the posterior at the pooled variance, which then stands with its own degrees of freedom."""
     variances, dfs = np.array([0.5, 1.0, 2.0, 4.0, 30.0]), np.full(5, 4.0)
-    s0, d0 = robustness.prior(variances, dfs)
+    s0, d0 = prior(variances, dfs)
     e = np.log(variances) - special.digamma(2.0) + np.log(2.0)
     assert e.mean() == pytest.approx(np.log(s0) - special.digamma(d0 / 2) + np.log(d0 / 2))
     assert np.var(e, ddof=1) == pytest.approx(special.polygamma(1, 2.0) + special.polygamma(1, d0 / 2))
     samples = [np.array([-1.0, 1.0, 0.0, 0.0, 0.0]) * math.sqrt(2 * variance) for variance in variances]
-    limma = robustness.moderated(samples, "limma")
+    limma = moderated(samples, "limma")
     posterior = (d0 * s0 + 4 * variances) / (d0 + 4)
     assert limma.variances == pytest.approx(posterior) and limma.dfs == pytest.approx(np.minimum(d0 + 4, 20))
     assert limma.variances[-1] > 0.5 * variances[-1] and limma.variances[0] > variances[0]  # toward each other
-    fit = robustness.moderated(samples)
+    fit = moderated(samples)
     floored = posterior < variances.mean()
     assert floored.any() and not floored.all()
     assert fit.variances == pytest.approx(np.where(floored, variances.mean(), posterior))
     assert fit.dfs == pytest.approx(np.where(floored, 20, np.minimum(d0 + 4, 20)))
     alike = np.array([1.0, 1.1, 0.9, 1.05, 0.95])
-    assert robustness.prior(alike, dfs)[1] == math.inf
-    fit = robustness.moderated([np.array([-1.0, 1.0, 0.0, 0.0, 0.0]) * math.sqrt(2 * v) for v in alike], "limma")
+    assert prior(alike, dfs)[1] == math.inf
+    fit = moderated([np.array([-1.0, 1.0, 0.0, 0.0, 0.0]) * math.sqrt(2 * v) for v in alike], "limma")
     assert np.all(fit.dfs == 20) and np.ptp(fit.variances) == 0
-    pooled = robustness.moderated(samples, "pooled")
+    pooled = moderated(samples, "pooled")
     assert pooled.variances == pytest.approx(np.full(5, variances.mean())) and np.all(pooled.dfs == 20)
-    within = robustness.moderated(samples, "within")
+    within = moderated(samples, "within")
     assert within.variances == pytest.approx(variances) and np.all(within.dfs == 4)
 
 
@@ -81,19 +82,19 @@ def test_fiellers_interval_holds_1_exactly_where_the_t_interval_of_the_differenc
     rng = np.random.default_rng(3)
     for _ in range(200):
         samples = [rng.normal(1.0 + 0.3 * rng.random(), 0.3, 5) for _ in range(5)]
-        fit = robustness.moderated(samples)
+        fit = moderated(samples)
         level = robustness.simultaneous_level(5)
         weights = np.full(5, 0.2)
         for index in range(5):
             unit = np.eye(5)[index]
-            ratio = robustness.fieller_bounds(fit, unit, weights, level)
-            low, high = robustness.t_bounds(fit, unit - weights, level)
+            ratio = fieller_bounds(fit, unit, weights, level)
+            low, high = t_bounds(fit, unit - weights, level)
             assert (ratio[0] <= 1 <= ratio[1]) == (low <= 0 <= high)
             for bound in ratio:
                 terms = (unit - bound * weights) ** 2 * fit.variances / fit.runs
                 statistic = (unit - bound * weights) @ fit.means / math.sqrt(terms.sum())
                 contrast = (unit - weights) ** 2 * fit.variances / fit.runs
-                q = robustness.quantile(level, robustness.satterthwaite(contrast, fit.dfs, 20))
+                q = quantile(level, satterthwaite(contrast, fit.dfs, 20))
                 assert abs(statistic) == pytest.approx(q)
 
 
@@ -185,13 +186,13 @@ def test_the_share_that_learns_has_binomial_intervals_and_an_exact_test_across_d
     exact test across dt (Fisher's two-sided test for two dt), and the dt whose share departs: only where the test
     across dt finds the shares differ, and a dt's runs differ from the other dt's runs at 0.05 / number of dt."""
     tail = 0.05 / 5 / 2
-    intervals = robustness.share_intervals(((0, 5), (5, 5)), 1 - 0.05 / 5)
+    intervals = shares.share_intervals(((0, 5), (5, 5)), 1 - 0.05 / 5)
     assert np.ravel(intervals) == pytest.approx([0.0, 1 - tail ** (1 / 5), tail ** (1 / 5), 1.0])
     table = ((3, 10), (9, 11))
     exact = stats.fisher_exact([[3, 7], [9, 2]]).pvalue
-    assert robustness.share_test(table) == pytest.approx(exact) and 0.01 < exact < 0.05
-    assert robustness.share_test(((4, 5), (4, 5), (4, 5))) == pytest.approx(1.0)
-    assert robustness.share_test(((5, 5), (0, 5), (5, 5))) == pytest.approx(3 * 1 / math.comb(15, 10))  # 3 tables
+    assert shares.share_test(table) == pytest.approx(exact) and 0.01 < exact < 0.05
+    assert shares.share_test(((4, 5), (4, 5), (4, 5))) == pytest.approx(1.0)
+    assert shares.share_test(((5, 5), (0, 5), (5, 5))) == pytest.approx(3 * 1 / math.comb(15, 10))  # 3 tables
     split = {dt: np.repeat([0.1, 0.9], [8, 7] if dt == 0.01 else [0, 15]) for dt in DTS}
     result = robustness.every_step(split, 0.5)
     assert result.learned[0] == (7, 15) and result.share_p < 0.001 and result.share_departures() == [(0.01, "below")]
@@ -207,6 +208,21 @@ def test_the_share_that_learns_has_binomial_intervals_and_an_exact_test_across_d
     assert few.share_p > 0.05 and few.share_departures() == []  # one run of fifteen: no departure
 
 
+@pytest.mark.parametrize("count", [2, 3, 4, 5, 6])
+@pytest.mark.parametrize("score", [0.9, 0.7, 0.3, 1 / 3])
+def test_identical_runs_depart_nowhere(count, score):
+    """Every run the same score at every dt: each dt's interval has zero width at the level, 1 to the floats'
+    rounding, and departs nowhere, as the verdict's "within 0% of one level at every step" says. At 5 dt and 0.9 the
+    floats put it at 0.9999999999999999 and every dt read as a departure below (issue 86). One dt at another level,
+    its runs identical too, departs there."""
+    dts = [0.01, 0.005, 0.002, 0.001, 0.0005, 0.0002][:count]
+    steps = robustness.every_step({dt: [score] * 5 for dt in dts}, 0.5)
+    assert steps.departures() == [], steps.intervals
+    assert robustness.verdict(robustness.invariance({dt: [score] * 5 for dt in dts}), steps).startswith("within 0%")
+    other = robustness.every_step({dt: [score] * 5 if dt != dts[-1] else [score / 2] * 5 for dt in dts}, 0.5)
+    assert other.departures() == [(dt, "above") for dt in dts[:-1]] + [(dts[-1], "below")]
+
+
 GRIDS = 1000  # synthetic grids a cell: a coverage of 0.95 estimated within 0.007 (one standard error)
 
 
@@ -218,20 +234,37 @@ def not_below_95(share, grids):
     return stats.binomtest(round(share * grids), grids, 0.95, alternative="less").pvalue >= 0.05
 
 
+# The every-step coverage that docs/benchmarks.md gives below 0.95 (its table of invariant grids, 1000 a cell), by
+# (seeds, kind of grid): one bimodal dt among tight ones at 5 seeds, whose bimodal dt's five runs all balance in 13% of
+# grids, a sample no interval tells from a step that does better (calibration.NULLS' comment); 0.994 on the 879 grids
+# where one of them stalls.
+BELOW_95 = {(5, calibration.ALL_BALANCE): 0.874}
+
+
+def binomial_tolerance(share, grids):
+    """Three standard errors of a share estimated from `grids` grids: 0.031 at 0.874 and 1000 grids."""
+    return 3 * math.sqrt(share * (1 - share) / grids)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seeds", [5, 10, 15])
 def test_an_invariant_methods_every_step_intervals_all_cover_1_on_every_kind_of_grid(seeds):
     """1000 synthetic invariant grids of each kind (calibration.NULLS: normal spreads; bimodal, stalls rare,
     CartPole's, common; one bimodal dt among tight ones; tight coarse dt and bimodal fine ones; log-normal, the spread
-    growing as dt shrinks; one dt with Student's t, 3 df): every dt's interval covers 1 at once in at least 95% of
-    them (not_below_95), and on the normal grids at least as often as the pooled t, exact there; no dt's share that
-    learns departs in 90% where every dt has the same share. One bimodal dt among tight ones at 5 seeds: its five runs
-    all balance in 13% of grids, a sample no interval tells from a step that does better, so the grids where one of
-    its runs stalls are covered (the table gives both: `python -m analysis.invariance --calibrate`)."""
+    growing as dt shrinks; one dt with Student's t, 3 df), every grid counted: every dt's interval covers 1 at once in
+    at least 95% of them (not_below_95), but where docs/benchmarks.md gives less (BELOW_95), which holds its figure
+    within the binomial error of 1000 grids and is truly below 0.95; on the normal grids at least as often as the
+    pooled t, exact there; no dt's share that learns departs in 90% where every dt has the same share. The test left
+    out the grids where the intervals fail (one bimodal dt among tight ones at 5 seeds: 0.994 on the 879 it kept,
+    0.874 on all 1000; issue 86)."""
     for spread in calibration.NULLS:
         calibrated = calibration.every_step_calibration(seeds, spread, grids=GRIDS)
-        covered = calibrated.judged if spread == calibration.ALL_BALANCE and seeds == 5 else calibrated.mean
-        assert not_below_95(covered, calibrated.judged_grids if seeds == 5 else GRIDS), (spread, calibrated)
+        documented = BELOW_95.get((seeds, spread))
+        if documented is None:
+            assert not_below_95(calibrated.mean, GRIDS), (spread, calibrated)
+        else:
+            assert documented < 0.95 and not not_below_95(documented, GRIDS)
+            assert abs(calibrated.mean - documented) <= binomial_tolerance(documented, GRIDS), (spread, calibrated)
         if spread in calibration.EQUAL_SHARES:  # in the others, the share that learns differs across dt
             assert calibrated.share >= 0.9, (spread, calibrated)
     pooled = calibration.every_step_calibration(seeds, "normal, SD 64", grids=GRIDS, method="pooled").mean
