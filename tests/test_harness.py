@@ -1048,7 +1048,7 @@ def test_eval_model_with_track_and_no_wandb_login_says_how_to_fix_it(saved_model
     "script,damage,message",
     [
         ("dau_continuous.py", "missing", "no such file"),
-        ("dau_continuous.py", "not torch", "is not a readable model file"),
+        ("dau_continuous.py", "not torch", "is not a readable model file: not a file torch.save wrote (pass the"),
         ("dau_continuous.py", "truncated", "is not a readable model file"),
         ("dau_continuous.py", "other keys", "is not a model saved by --save-model (it has no args)"),
         ("dau_continuous.py", "other shapes", "its value does not fit dau_continuous.py's"),
