@@ -371,7 +371,7 @@ def update(batch, value, advantage, optimizer, dt, gamma, options):
         target = reward * dt + (1 - terminated) * gamma**dt * value(next_obs)  # Q~^i = r dt + (1-d) gamma^dt V(s')
         value_target = horizon_target(reward, *extra, value, dt, gamma) if extra else target  # --value-horizon's
     td = q - target
-    # With td/dt detached, the gradient of mean(td/dt (V + A)) is the paper's Delta's:
+    # With td/dt detached, the gradient of mean(td/dt (V + A)) is the paper's Delta's (one-step targets):
     # d/dtheta = mean(td/dt dV/dtheta) = Delta-theta and d/dpsi = mean(td/dt dA/dpsi) = Delta-psi. (The
     # official code minimises (Q - target)^2, without the 1/dt: factors of order dt that RMSprop cancels only
     # where its eps is small against the gradients, not at fine dt; --squared-loss's.)

@@ -40,6 +40,9 @@ OTHER_CODE = {"authors_code.py": {"ddau": ("DAU", "DAU-authors"), "dqn": ("DQN",
                                   "ddpg": ("DDPG", "DDPG-authors")}}  # fmt: skip
 
 
+OTHER_CODE_OPTIONS = ("target_tau", "no_training_time_limit")  # off at their VALUE_BEFORE values
+
+
 def other_code(run):
     """(algorithm, label) of other code run as one of ours (OTHER_CODE), or None."""
     return OTHER_CODE.get(run["script"], {}).get(run.get("args", {}).get("algo", "ddau"))
@@ -181,15 +184,22 @@ def same_value(recorded, wanted):
 def label(run):
     """DAU, DQN-unscaled, DAU+value_learning_rate=0.01...: the algorithm, then each algorithm argument (sorted) whose
     value is not the one the script would use for the run's env and dt."""
-    from harness.run_info import NOT_COMPUTED
+    from harness.run_info import NOT_COMPUTED, VALUE_BEFORE
 
     script, args = run["script"], filled_args(run)
     name = ALGORITHMS.get(script) or (other_code(run) or (None, Path(script).stem))[1]
     if script in BASELINES:
         name += "-scaled" if args.get("scaled") else "-unscaled"
     reference = known_script(script)
-    if reference is None:
-        return name
+    if reference is None:  # other code: its options that are on (sweeps/authors_code.py's --target-tau 0.9...)
+        on = [
+            (key, value)
+            for key, value in sorted(args.items())
+            if key in OTHER_CODE_OPTIONS and value != VALUE_BEFORE[key]
+        ]
+        return "+".join(
+            [name, *(f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}" for key, value in on)]
+        )
     place = {key: args[key] for key in ("env_id", "dt", "round_seconds") if key in args}
     expected = (
         PATCH_OFF | resolved_args(reference, place) | {"round_seconds": script_defaults(reference)["round_seconds"]}

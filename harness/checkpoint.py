@@ -159,11 +159,12 @@ def load_model(path):
     if not os.path.isfile(path):
         raise ValueError(f"--eval-model {path}: no such file")
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive: any other file is not a model
-        raise ValueError(f"--eval-model {path}: is not a readable model file: not a file torch.save wrote (pass the "
-                         "model.pt, or a checkpoints/<time>s.pt, of a run with --save-model)")  # fmt: skip
+        raise ValueError(f"--eval-model {path}: is not a readable model file: not a file torch.save wrote, or one "
+                         "cut short (pass the model.pt, or a checkpoints/<time>s.pt, of a run with "
+                         "--save-model)")  # fmt: skip
     try:
         model = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # not a torch file, a truncated or corrupt one: zip, pickle or EOF errors
+    except Exception as error:  # a zip archive torch cannot read: zip, pickle or EOF errors
         raise ValueError(f"--eval-model {path}: is not a readable model file ({type(error).__name__}: "
                          f"{str(error).splitlines()[0] if str(error) else 'no detail'})") from None  # fmt: skip
     settings = ("env_id", "dt", "time_limit", "hidden_size")

@@ -106,9 +106,11 @@ class Evaluations:
     def begin(self, networks, clock, start_time, wait=False):
         """An evaluation of the networks' policy as it is now, with the clock's counters now: played at once, or in the
         thread once the one in flight has ended and is logged (`wait`: logged too, once it ends). False where it was
-        abandoned after a SIGTERM (`wait`)."""
+        abandoned after a SIGTERM (`wait`), or where the one in flight was: then this one is not begun, and the
+        resumed run makes it."""
         with self._waiting():
-            self._log_in_flight(start_time, wait=True)
+            if not self._log_in_flight(start_time, wait=True):
+                return False
             counters, copied = (clock.physical_time, clock.env_steps, clock.updates), policy_copy(networks)
             if self.thread is None:
                 self._log(self._timed(copied), counters, start_time)
@@ -117,9 +119,10 @@ class Evaluations:
             return self._log_in_flight(start_time, wait)
 
     def log_ended(self, start_time, wait=False):
-        """Write the row of the evaluation in flight if it has ended (`wait`: once it ends)."""
+        """Write the row of the evaluation in flight if it has ended (`wait`: once it ends); False where it was
+        abandoned after a SIGTERM."""
         with self._waiting():
-            self._log_in_flight(start_time, wait)
+            return self._log_in_flight(start_time, wait)
 
     def finish(self, start_time, error_type, preemption=None):
         """At the run's end, however it ended (`error_type`, None if it finished): log the evaluation in flight, once

@@ -88,8 +88,8 @@ class Loop:
                 return
             self.evaluations.log_ended(self.start_time)  # those in the background that ended during the round
             if clock.evaluation_due():
-                self._evaluate()
-                clock.evaluations += 1
+                if self._evaluate():  # not begun after a SIGTERM abandoned the one before: the resumed run begins it
+                    clock.evaluations += 1
                 if self._stopped_by_sigterm():  # the checkpoint due now is left to the resumed run, which makes it
                     return
             if clock.checkpoint_due():
@@ -143,9 +143,10 @@ class Loop:
 
     def _evaluate(self, final=False):
         """An evaluation begun, and its video when due; the final one awaited, the eval envs' state before it kept.
-        False where the final one was abandoned after a SIGTERM (Evaluations.begin)."""
+        False where it, or the one before it, was abandoned after a SIGTERM (Evaluations.begin)."""
+        if final and not self.evaluations.log_ended(self.start_time, wait=True):
+            return False
         if final:
-            self.evaluations.log_ended(self.start_time, wait=True)
             self.final_eval_envs = [env_state(env) for env in self.run.eval_envs.envs]
         ended = self.evaluations.begin(self.networks, self.clock, self.start_time, wait=final)
         if self.videos is not None:

@@ -57,7 +57,7 @@ class Args:
     env_id: str = "CartPole-v1"
     """CartPole-v1 for ddau and dqn (their `cartpole`), Pendulum-v1 for ddpg (their `continuous_pendulum`)"""
     dt: float = 0.01
-    """time step: CartPole's tau (their `--dt`)"""
+    """time step: CartPole's tau, Pendulum's dt (their `--dt`)"""
     seed: int = 1
     """seeds Python's, NumPy's and torch's generators and the envs (their code sets no seed)"""
     total_time: float = 1800.0

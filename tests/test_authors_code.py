@@ -178,6 +178,10 @@ def test_our_tools_read_its_runs_as_the_authors_dau():
                                    ("ddpg", "DDPG-authors", "DDPG")]:  # fmt: skip
         run = {"script": "authors_code.py", "args": {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1, "algo": algo}}
         assert archive.label(run) == label and archive.algorithm(run) == algorithm
+    probe = {"env_id": "Pendulum-v1", "dt": 0.01, "seed": 1, "algo": "ddpg", "target_tau": 0.9}
+    assert archive.label({"script": "authors_code.py", "args": probe}) == "DDPG-authors+target_tau=0.9"
+    probe = probe | {"target_tau": 0.0, "no_training_time_limit": True}
+    assert archive.label({"script": "authors_code.py", "args": probe}) == "DDPG-authors+no_training_time_limit=True"
     before = {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1}  # a run of their DAU from before --algo: the same point
     assert archive.identity({"script": "authors_code.py", "args": before}) == archive.identity(
         {"script": "authors_code.py", "args": before | {"algo": "ddau"}})  # fmt: skip

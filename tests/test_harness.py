@@ -679,6 +679,16 @@ def test_after_a_sigterm_training_waits_for_the_evaluation_in_flight_for_a_bound
     evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
     evaluations.log_ended(time.time(), wait=True)
     assert logs.rows == [2.0] and evaluations.abandoned == [0.0, 1.0]
+    release.clear()  # a SIGTERM with one stuck in flight: the next is not begun, and the first is abandoned once
+    clock.physical_time = 3.0
+    evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time())
+    evaluations.sigterm_deadline = time.time() + 1
+    began = time.time()
+    clock.physical_time = 4.0
+    assert evaluations.begin({"policy": torch.nn.Linear(1, 1)}, clock, time.time()) is False
+    assert time.time() - began < 1 + harness.evaluations.INTERRUPT_SECONDS + 1 and evaluations.in_flight is None
+    assert evaluations.abandoned == [0.0, 1.0, 3.0] and evaluations.log_ended(time.time(), wait=True)
+    release.set()
 
 
 def test_evaluations_play_in_the_background_by_default_on_a_gpu_only():
@@ -1048,7 +1058,7 @@ def test_eval_model_with_track_and_no_wandb_login_says_how_to_fix_it(saved_model
     "script,damage,message",
     [
         ("dau_continuous.py", "missing", "no such file"),
-        ("dau_continuous.py", "not torch", "is not a readable model file: not a file torch.save wrote (pass the"),
+        ("dau_continuous.py", "not torch", "is not a readable model file: not a file torch.save wrote, or one cut"),
         ("dau_continuous.py", "truncated", "is not a readable model file"),
         ("dau_continuous.py", "other keys", "is not a model saved by --save-model (it has no args)"),
         ("dau_continuous.py", "other shapes", "its value does not fit dau_continuous.py's"),
