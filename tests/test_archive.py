@@ -58,6 +58,8 @@ KEPT_GRIDS = [
     (("../research/pendulum_dau_policy_lr_01",), ("dt=0.01",), f"{RESULTS}/pendulum_dau_policy_lr_01"),  # 84 §4
     (("../authors/pendulum_ddpg",), ("dt=0.01",), f"{RESULTS}/authors_pendulum_ddpg"),  # issue 84 §3: their
     (("../authors/cartpole_dqn",), ("dt=0.01",), f"{RESULTS}/authors_cartpole_dqn"),  # baselines on our grid
+    *[((f"../authors/pendulum_ddpg_{probe}",), (), f"{RESULTS}/authors_pendulum_ddpg_probes/{probe}")
+      for probe in ("no_resets", "tau_09")],  # issue 84 §3: two settings their code allows
 ]  # fmt: skip
 
 
