@@ -151,7 +151,7 @@ def updates_done(agent_count, steps_between, updates_per_learn=50, warm_up=10):
 
 def run(args):
     from harness.files import new_run_dir, save_json
-    from harness.run_info import code_version, library_versions, machine_info, run_identity
+    from harness.run_info import code_version, describe_run, library_versions, machine_info
 
     check_args(args)
     checkout, commit = checkout_of(args)
@@ -203,7 +203,7 @@ def run(args):
     steps = rounds * round_steps
     recorded = asdict(args) | {"checkout": None}  # where the checkout lies changes nothing computed
     save_json({"script": "authors_code.py", "run_name": run_name, "dt": args.dt, "args": recorded,
-               "identity": run_identity("authors_code.py", recorded), "completed": True,
+               **describe_run("authors_code.py", recorded, None), "completed": True,
                "physical_time": rounds * round_time, "env_steps": steps * args.num_envs,
                "updates": updates_done(steps, round_steps, args.updates_per_round),
                "wall_time": time.time() - start,
