@@ -7,10 +7,13 @@ import subprocess
 import sys
 
 import numpy as np
-from helpers import ROOT
+from helpers import ROOT, TINY, run_script
 
 from analysis.scores import read_curve, run_score
 from harness import archive
+from harness.run_info import SCHEMA
+from sweeps.migrate_runs import described
+from sweeps.print_args import resolve
 
 BEFORE = ROOT / "tests" / "data" / "kept_runs_before.json"  # every kept run as the code before the migration read it
 
@@ -47,3 +50,38 @@ def test_every_kept_run_reads_as_before_the_migration():
         assert (archive.label(run), archive.identity(run)) == (wanted["label"], wanted["identity"]), folder
         if "score" in wanted:
             assert np.isclose(run_score(read_curve(ROOT / folder, run)), wanted["score"], rtol=0, atol=1e-9), folder
+
+
+# Command lines whose labels the kept runs have: today's scripts label a new run as the migration labels a kept one.
+COMMAND_LINES = {
+    "dau_discrete.py": [["--dt", "0.01"], ["--dt", "0.001", "--round-seconds", "0.1"], ["--ou-sigma", "15"]],
+    "dau_discrete_research.py": [["--value-horizon", "0.05"], ["--buffer-transitions", "1000000", "--squared-loss"]],
+    "ddpg_baseline.py": [["--dt", "0.005"], ["--scaled", "--tau", "0.9", "--policy-learning-rate", "0.1"]],
+    "dau_continuous.py": [["--env-id", "HalfCheetah-v4", "--dt", "0.02", "--round-seconds", "0.1"]],
+}
+
+
+def test_a_new_run_is_labelled_as_the_migration_labels_a_kept_one():
+    """--print-args's label and identity (a run's, computed when it is written from the script's own defaults) are
+    those the migration computes from the same arguments with the tables of the read path before it."""
+    for script, argvs in COMMAND_LINES.items():
+        for argv, printed in zip(argvs, resolve(script, argvs), strict=True):
+            run = {"script": script, "args": printed["args"]}
+            assert {key: printed[key] for key in ("identity", "label", "algorithm")} == {
+                key: described(run)[key] for key in ("identity", "label", "algorithm")
+            }, (script, argv)
+
+
+def test_a_run_records_what_print_args_prints(workdir):
+    """A run's run.json records the arguments, identity and label that --print-args printed for its command line,
+    and the schema."""
+    argv = [*TINY, "--dt", "0.01", "--total-time", "2", "--ou-sigma", "15"]
+    printed = json.loads(run_script("dau_discrete.py", *argv, "--print-args", cwd=workdir).stdout.splitlines()[-1])
+    assert not (workdir / "runs").exists() or not any((workdir / "runs").iterdir())  # no run
+    run_script("dau_discrete.py", *argv, cwd=workdir)
+    (path,) = (workdir / "runs").glob("*/run.json")
+    run = json.loads(path.read_text())
+    assert run["schema"] == SCHEMA and "ou_sigma=15" in run["label"].split("+") and not run["args"]["print_args"]
+    assert {key: run[key] for key in ("args", "identity", "label", "algorithm")} == {
+        key: printed[key] for key in ("args", "identity", "label", "algorithm")
+    }
