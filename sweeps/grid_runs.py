@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from harness import archive  # identities, labels, the finished runs (harness/__init__.py imports nothing)
 from harness.run_info import SAME_COMPUTATION
-from sweeps.print_args import resolve
+from sweeps.print_args import printed, resolve
 from sweeps.sweep_files import grid, point_argv
 
 # The harness's other modules (torch) are imported where first needed: a command refused for bad input does not wait
@@ -67,8 +67,10 @@ def resumable_runs(runs_dir):
 def resolved(sweep, point):
     """What the point's script prints with --print-args (sweeps/print_args.py): its run's arguments, identity and
     label, as its run.json will record them. The first point asked of a sweep asks for its whole grid at once."""
-    points = [point, *(other for other in grid(sweep) if other != point)]
-    return resolve(sweep["program"], [point_argv(sweep, other) for other in points])[0]
+    argv = point_argv(sweep, point)
+    if not printed(sweep["program"], argv):
+        resolve(sweep["program"], [argv, *(point_argv(sweep, other) for other in grid(sweep) if other != point)])
+    return resolve(sweep["program"], [argv])[0]
 
 
 def run_args(sweep, point):

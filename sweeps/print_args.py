@@ -48,11 +48,20 @@ PRINTED = {}  # (program's real path, its arguments): what --print-args printed,
 ASKING = threading.Lock()  # the runner's workers ask at once: one asks, the others wait for its answer
 
 
+def command_key(program, argv):
+    return os.path.realpath(program), tuple(map(str, argv))
+
+
+def printed(program, argv):
+    """Whether this process has asked `program` for the command line `argv` (resolve)."""
+    return command_key(program, argv) in PRINTED
+
+
 def resolve(program, argvs):
     """What --print-args prints for `program` with each command line in `argvs` (a list of argument lists): one
     process answers for all those not asked before in this process. ValueError, naming the command line and the
     script's message, for one the script refuses."""
-    keys = [(os.path.realpath(program), tuple(map(str, argv))) for argv in argvs]
+    keys = [command_key(program, argv) for argv in argvs]
     with ASKING:
         asked = list(dict.fromkeys(key for key in keys if key not in PRINTED))
         if asked:
