@@ -27,5 +27,6 @@ The scripts keep the algorithm whole (networks, update, exploration, replay memo
 and one part no script imports, the catalogue of finished runs that the sweep runner (sweeps/) and the analysis
 (analysis/) share:
 
-    archive.py     what the tools know of a run: its grid point (run_identity), its label, a folder's finished runs
+    archive.py     what the tools know of a run, as its run.json records them: its grid point, its label, a folder's
+                   finished runs
 """

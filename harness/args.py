@@ -24,7 +24,7 @@ from harness.settings import env_settings
 # Arguments a resumed run may change: none of them changes what the run computes (a larger --total-time only adds
 # rounds).
 RESUME_MAY_CHANGE = ("resume", "total_time", "track", "save_model", "capture_video", "checkpoint_every", "env_workers",
-                     "eval_in_background")  # fmt: skip
+                     "eval_in_background", "print_args")  # fmt: skip
 # What an env with the other kind of actions is told to use (the scripts for its actions, each with its baseline).
 SCRIPTS_FOR_ACTIONS = {gym.spaces.Box: ("continuous", "dau_continuous.py or ddpg_baseline.py"),
                        gym.spaces.Discrete: ("discrete", "dau_discrete.py or dqn_baseline.py")}  # fmt: skip
@@ -63,6 +63,9 @@ class RunArgs:
     eval_in_background: bool | None = None
     """evaluate a copy of the policy in a thread while training goes on (the same evals.csv);
     None: on a GPU run, off on the CPU (where it saved nothing measurable: docs/common.md)"""
+    print_args: bool = False
+    """print the run's resolved arguments, identity and label as JSON (one line) and exit before any work;
+    the sweep runner learns its grid points' so"""
 
 
 def parse_args(args_class, description, script):
@@ -136,6 +139,19 @@ def settle_args(args, model, action_space, check_args, device):
         row_floats = 2 * probe.observation_space.shape[0] + action_floats + 2 + extra_row_floats  # (s, a, r, d, s')
         check_memory(args, dt, row_floats, device)
     return probe, dt
+
+
+def default_args(args_class, args, probe, dt):
+    """The arguments the script (`args_class`) has by default at the run's env, dt and round (`probe`, its env; `dt`,
+    its step): what a run's label leaves out (harness.run_info.describe_run). --round-seconds sets the round's steps
+    and updates as it does for the run, and is itself at the script's default, so that a label names it."""
+    defaults = dataclasses.replace(args_class(), env_id=args.env_id, dt=args.dt, round_seconds=args.round_seconds)
+    for name, setting in env_settings(probe).items():
+        if hasattr(defaults, name) and getattr(defaults, name) is None:
+            setattr(defaults, name, setting)
+    set_round_seconds(defaults, dt)
+    defaults.round_seconds = args_class().round_seconds
+    return vars(defaults)
 
 
 def require_positive(args, *names):

@@ -7,8 +7,6 @@ import json
 import os
 import sys
 
-import torch
-
 
 def replace_atomically(path, mode, write):
     """`write(file)` to a file beside `path`, flushed to disk, then renamed over `path`: a kill or an error
@@ -23,6 +21,8 @@ def replace_atomically(path, mode, write):
 
 def save_checkpoint(state, path):
     """torch.save, atomically: a kill during the write leaves the previous file whole (checkpoints, model.pt)."""
+    import torch  # here: run.json's readers (harness/archive.py, through run_info.py) import no torch
+
     replace_atomically(path, "wb", lambda file: torch.save(state, file))
 
 

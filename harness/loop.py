@@ -40,7 +40,8 @@ def write_loop_info(loop, **results):
     if loop.evaluations.abandoned:
         results["abandoned_evaluations"] = loop.evaluations.abandoned
     write_run_info(run.run_dir, script=run.script, run_name=run.run_name, dt=run.dt, args=run.args,
-                   device=run.device, wandb_id=run.wandb_id, code=run.code, **results)  # fmt: skip
+                   described=run.described, device=run.device, wandb_id=run.wandb_id, code=run.code,
+                   **results)  # fmt: skip
 
 
 class Loop:

@@ -7,6 +7,8 @@ harness/__init__.py lists them.
 """
 
 import atexit
+import dataclasses
+import json
 import os
 import random
 import sys
@@ -16,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from harness.args import buffer_rows, collected_rows, parse_args, settle_args
+from harness.args import buffer_rows, collected_rows, default_args, parse_args, settle_args
 from harness.checkpoint import load_model, restore_model
 from harness.clock import Preemption
 from harness.envs import make_vector_env
@@ -24,7 +26,7 @@ from harness.evaluations import policy_copy
 from harness.files import claim_run_dir, new_run_dir, release_run_dir, remove_if_never_started, remove_run_dir
 from harness.logs import finish_wandb, start_wandb
 from harness.loop import Loop
-from harness.run_info import code_history
+from harness.run_info import code_history, describe_run
 from harness.settings import settings_help
 from harness.threads import choose_threads
 from harness.videos import EvaluationVideos
@@ -52,6 +54,13 @@ class Run:
             self.probe, self.dt = settle_args(args, self.model, action_space, check_args, self.device)
         except (ValueError, gym.error.Error) as error:
             sys.exit(f"error: {error}")
+        print_args, args.print_args = args.print_args, False  # run.json records the run's own arguments
+        # run.json's schema, identity, algorithm and label, from the resolved arguments and the script's own defaults
+        self.described = describe_run(self.script, vars(args), default_args(args_class, args, self.probe, self.dt))
+        if print_args:  # the resolved arguments, as run.json records them, for the sweep runner: no run
+            print(json.dumps({"dt": self.dt, "args": vars(args), **self.described,
+                              "defaults": dataclasses.asdict(args_class())}), flush=True)  # fmt: skip
+            sys.exit(0)
         # One thread whatever the load (harness/threads.py), unless OMP_NUM_THREADS sets another; --resume: its own
         threads_note = choose_threads(self.resumed is not None, self.resumed and self.resumed.torch_threads)
         if threads_note:

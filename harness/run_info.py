@@ -1,26 +1,31 @@
-"""runs/<run_name>/run.json: what a run ran (its script, arguments and code), on what (the libraries' versions,
-the machine) and how it ended; sweeps/ reads it while runs go on and after they stop. A run's identity
-(`run_identity`) is the grid point sweeps/ finds its runs by, always computed from the script and arguments that
-run.json records. It is not stored: the run.json of earlier commits kept an "identity" that no tool reads, 19 of
-them (docs/results/cartpole_td_noise_probes) made by the formula before 69451aa, which merged VALUE_BEFORE into the
-arguments. The constants below say what it leaves out and how a run.json older than an argument reads."""
+"""runs/<run_name>/run.json: what a run ran (its script, resolved arguments and code), on what (the libraries' versions,
+the machine) and how it ended; sweeps/ reads it while runs go on and after they stop. It records, when it is written,
+all that the tools need to read it (describe_run): its schema (SCHEMA), its identity (`run_identity`, the grid point
+sweeps/ finds its runs by), its algorithm and its label; the tools (harness/archive.py) read them and compute
+nothing from today's scripts. The kept run.json written before SCHEMA were rewritten once with them
+(sweeps/migrate_runs.py). The constants below say what an identity and a label leave out. This module imports no
+torch until a run records its versions and machine."""
 
 import hashlib
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import subprocess
-
-import torch
+from pathlib import Path
 
 from harness.files import save_json
 
+# torch is imported where a run's versions and machine are recorded: the tools that read runs (harness/archive.py)
+# import this module for the constants below, and import no torch.
+
+SCHEMA = 1  # run.json's "schema": 1, its resolved arguments with their identity, label and algorithm (issue 86)
 NON_FINITE_LOSS = "non-finite loss"  # run.json's stopped_by for a run that diverged: run again, it diverges again
 # Arguments that change nothing a run computes: a run's identity (run_identity) leaves them out.
 NOT_COMPUTED = ("exp_name", "cpu", "track", "wandb_project_name", "wandb_entity", "wandb_group", "save_model",
                 "eval_model", "capture_video", "checkpoint_every", "resume", "env_workers",
-                "eval_in_background")  # fmt: skip
+                "eval_in_background", "print_args")  # fmt: skip
 # What the code computed before an argument existed, as that argument's value: a run.json written before it has no
 # such key, and reads as this (the commit that added the argument, which kept the numbers of the code before it).
 VALUE_BEFORE = {"round_seconds": None,  # 5a765e3: --round-seconds, off by default
@@ -59,8 +64,61 @@ def run_identity(script, args):
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+ALGORITHMS = {"dau_continuous.py": "DAU", "dau_discrete.py": "DAU", "dau_discrete_research.py": "DAU",
+              "dau_continuous_horizon.py": "DAU", "ddpg_baseline.py": "DDPG", "dqn_baseline.py": "DQN"}  # fmt: skip
+# Code that is not the project's, run as one of its runs, with its algorithm and its label, by its --algo: the
+# authors' own DAU and unscaled baselines (sweeps/authors_code.py).
+OTHER_CODE = {"authors_code.py": {"ddau": ("DAU", "DAU-authors"), "dqn": ("DQN", "DQN-authors"),
+                                  "ddpg": ("DDPG", "DDPG-authors")}}  # fmt: skip
+# Other code's options, in its label where on (not at VALUE_BEFORE): DDPG-authors+target_tau=0.9.
+OTHER_CODE_OPTIONS = ("target_tau", "no_training_time_limit")
+BASELINES = ("ddpg_baseline.py", "dqn_baseline.py")  # named with their variant: DQN-unscaled, DQN-scaled
+# Not in a label: the run's place in the grid (env, dt, seed), its budget and evaluation, and what changes nothing
+# computed (NOT_COMPUTED); "scaled" is in the baselines' name.
+NOT_LABELLED = ("env_id", "dt", "seed", "total_time", "eval_every", "num_eval_envs", "scaled")
+
+
+def same_value(recorded, wanted):
+    """Two arguments' values are the same (numbers up to rounding: 0.1 and 0.1 + 1e-17)."""
+    if isinstance(wanted, float | int) and not isinstance(wanted, bool) and isinstance(recorded, float | int):
+        return math.isclose(recorded, wanted, rel_tol=1e-9)
+    return recorded == wanted
+
+
+def changed_args(name, args, expected):
+    """A run's label: `name` (its algorithm, DQN-unscaled...), then each argument (sorted) whose value differs from
+    `expected` (what the script uses for the run's env and dt), leaving out NOT_LABELLED and NOT_COMPUTED:
+    DAU+value_learning_rate=0.01, DAU+round_seconds=0.1."""
+    changed = [
+        f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+        for key, value in sorted(args.items())
+        if key not in (*NOT_LABELLED, *NOT_COMPUTED) and not same_value(value, expected.get(key, ...))
+    ]
+    return "+".join([name, *(text.replace(" ", "") for text in changed)])
+
+
+def describe_run(script, args, expected):
+    """What run.json records for the tools to read it (harness/archive.py), when it is written: its schema, its
+    identity (run_identity), its algorithm (DAU, DDPG or DQN; None for another script) and its label. `args`: the
+    run's resolved arguments; `expected`: the script's own, resolved for the run's env, dt and round (the defaults a
+    label leaves out), or None for other code (OTHER_CODE: labelled by its --algo and OTHER_CODE_OPTIONS)."""
+    name = Path(script).name
+    other = OTHER_CODE.get(name, {}).get(args.get("algo", "ddau"))
+    algorithm = ALGORITHMS.get(name) or (other or (None,))[0]
+    label = ALGORITHMS.get(name) or (other or (None, Path(name).stem))[1]
+    if name in BASELINES:
+        label += "-scaled" if args.get("scaled") else "-unscaled"
+    if expected is not None:
+        label = changed_args(label, args, expected)
+    elif other is not None:
+        label = changed_args(label, {key: args[key] for key in OTHER_CODE_OPTIONS if key in args}, VALUE_BEFORE)
+    return {"schema": SCHEMA, "identity": run_identity(name, args), "algorithm": algorithm, "label": label}
+
+
 def library_versions():
     """Python's and the libraries' versions a run's numbers depend on (run.json), None for one not installed."""
+    import torch
+
     # torch's own version names its build (2.13.0+cpu, 2.11.0+cu130), which a GPU image's pip metadata may not.
     versions = {"python": platform.python_version(), "torch": torch.__version__}
     for name in ("numpy", "gymnasium", "mujoco", "box2d"):
@@ -76,6 +134,8 @@ def machine_info(device):
     torch's threads, MKL's pinned code path (MKL_CBWR, None: MKL's own choice) and the device. The same seed gives
     the same numbers only with the same thread count, and on another machine only with a CPU that takes the same
     code path (docs/common.md, "Reproducibility and speed")."""
+    import torch
+
     cpu = None
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as file:
@@ -128,11 +188,11 @@ def code_history(run_dir, script):
     return history if history and history[-1] == current else [*history, current]
 
 
-def write_run_info(run_dir, *, script, run_name, dt, args, device, wandb_id, code, **results):
-    """runs/<run_name>/run.json: what ran, from which code (`code`: code_history), and how it ended (`results`:
-    completed, and once the run stops its physical time, counts, wall times, final scaled return, stopped_by and
-    checkpoint)."""
-    info = {"script": script, "run_name": run_name, "dt": dt, "args": vars(args), "code": code,
+def write_run_info(run_dir, *, script, run_name, dt, args, described, device, wandb_id, code, **results):
+    """runs/<run_name>/run.json: what ran (its resolved arguments, and `described`: describe_run's schema, identity,
+    algorithm and label), from which code (`code`: code_history), and how it ended (`results`: completed, and once
+    the run stops its physical time, counts, wall times, final scaled return, stopped_by and checkpoint)."""
+    info = {"script": script, "run_name": run_name, "dt": dt, "args": vars(args), **described, "code": code,
             "versions": library_versions(), "machine": machine_info(device), "wandb_id": wandb_id,
             **results}  # fmt: skip
     save_json(info, os.path.join(run_dir, "run.json"))  # whole or not at all, whenever the run stops

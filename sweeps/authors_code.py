@@ -29,6 +29,7 @@ only: 64 evaluation envs (ours: 8).
 """
 
 import csv
+import json
 import os
 import random
 import subprocess
@@ -83,6 +84,8 @@ class Args:
     """evaluation envs (their `--nb_eval_env`; their README: 64)"""
     checkout: str | None = None
     """a checkout of ctallec/continuous-rl (default: $DAU_AUTHORS_CHECKOUT)"""
+    print_args: bool = False
+    """print the run's arguments, identity and label as JSON (one line) and exit before any work (as our scripts')"""
 
 
 def authors_argv(args, logdir):
@@ -151,9 +154,14 @@ def updates_done(agent_count, steps_between, updates_per_learn=50, warm_up=10):
 
 def run(args):
     from harness.files import new_run_dir, save_json
-    from harness.run_info import code_version, library_versions, machine_info, run_identity
+    from harness.run_info import code_version, describe_run, library_versions, machine_info
 
     check_args(args)
+    if args.print_args:  # as run.json will record them, for the sweep runner: no run
+        recorded = asdict(args) | {"checkout": None, "print_args": False}
+        print(json.dumps({"dt": args.dt, "args": recorded, **describe_run("authors_code.py", recorded, None),
+                          "defaults": asdict(Args())}), flush=True)  # fmt: skip
+        return None
     checkout, commit = checkout_of(args)
     import torch
 
@@ -203,7 +211,7 @@ def run(args):
     steps = rounds * round_steps
     recorded = asdict(args) | {"checkout": None}  # where the checkout lies changes nothing computed
     save_json({"script": "authors_code.py", "run_name": run_name, "dt": args.dt, "args": recorded,
-               "identity": run_identity("authors_code.py", recorded), "completed": True,
+               **describe_run("authors_code.py", recorded, None), "completed": True,
                "physical_time": rounds * round_time, "env_steps": steps * args.num_envs,
                "updates": updates_done(steps, round_steps, args.updates_per_round),
                "wall_time": time.time() - start,

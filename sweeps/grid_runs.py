@@ -8,6 +8,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from harness import archive  # identities, labels, the finished runs (harness/__init__.py imports nothing)
+from harness.run_info import SAME_COMPUTATION
+from sweeps.print_args import printed, resolve
+from sweeps.sweep_files import grid, point_argv
 
 # The harness's other modules (torch) are imported where first needed: a command refused for bad input does not wait
 # for torch.
@@ -61,20 +64,27 @@ def resumable_runs(runs_dir):
     return runs
 
 
+def resolved(sweep, point):
+    """What the point's script prints with --print-args (sweeps/print_args.py): its run's arguments, identity and
+    label, as its run.json will record them. The first point asked of a sweep asks for its whole grid at once."""
+    argv = point_argv(sweep, point)
+    if not printed(sweep["program"], argv):
+        resolve(sweep["program"], [argv, *(point_argv(sweep, other) for other in grid(sweep) if other != point)])
+    return resolve(sweep["program"], [argv])[0]
+
+
 def run_args(sweep, point):
-    """The arguments a grid point's run will have, as run.json records them (archive.resolved_args)."""
-    return archive.resolved_args(sweep["program"], point)
+    """The arguments a grid point's run will have, as run.json records them."""
+    return resolved(sweep, point)["args"]
 
 
 def point_identity(sweep, point):
     """The grid point's identity, the one its run's run.json will record (harness.run_info.run_identity)."""
-    from harness.run_info import run_identity
-
-    return run_identity(Path(sweep["program"]).name, run_args(sweep, point))
+    return resolved(sweep, point)["identity"]
 
 
 def same_point(sweep, point, runs):
-    """The runs of this grid point: the same identity (an older run.json's recomputed: archive.identity)."""
+    """The runs of this grid point: the same identity (run.json's)."""
     wanted = point_identity(sweep, point)
     return [run for run in runs if archive.identity(run) == wanted]
 
@@ -131,7 +141,8 @@ def expected_seconds(sweep, point, runs, stopped_runs=None):
     from harness.clock import whole_rounds
 
     script, args = Path(sweep["program"]).name, run_args(sweep, point)
-    measured = [run for run in runs if archive.current_script(run["script"]) == script]
+    same = SAME_COMPUTATION.get(script, script)  # a merged variant's runs (dau_discrete_td_noise.py) measure its script
+    measured = [run for run in runs if SAME_COMPUTATION.get(run["script"], run["script"]) == same]
     measured = [run for run in measured if run["args"]["env_id"] == args["env_id"]]
     measured = [run for run in measured if run.get("updates")]
     if not measured or not args["dt"]:

@@ -8,7 +8,7 @@ Run it from the repository root (the sweep files name their program relative to 
 expects). Each grid point's command is built by W&B's own `create_sweep_command_args` and the
 agent's macro substitution, so a local run is exactly the run an agent would start (sweeps/sweep_files.py). Runs go
 to runs/<run_name>/ as usual; a grid point whose finished run is already there (runs/*/run.json of the
-same identity: harness/archive.py), or in a --results folder, is skipped, and one whose run was stopped
+same identity: sweeps/print_args.py), or in a --results folder, is skipped, and one whose run was stopped
 with a checkpoint goes on from it (the same command plus --resume), so an interrupted sweep resumes
 where it stopped, in this session or a later one; one whose run diverged (a non-finite loss) is left
 alone (sweeps/grid_runs.py). Before it starts a point, a call claims it (runs/sweep_claims/, a lock that lives as long

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
-from harness import archive  # identities, labels, the finished runs (harness/__init__.py imports nothing)
+from sweeps.print_args import resolve
 
 
 def parse_value(text):
@@ -40,7 +40,7 @@ def load_sweep(path, overrides=()):
         if not separator or not values:
             raise ValueError(f"--override {override!r}: expected KEY=VALUE or KEY=V1,V2")
         parsed.append((key, [parse_value(value) for value in values.split(",")]))
-    defaults = archive.script_defaults(sweep["program"])
+    defaults = resolve(sweep["program"], [[]])[0]["defaults"]  # the script's Args, printed by --print-args
     for key, values in parsed:
         if defaults.get(key) is not False:  # only a flag off by default takes a boolean (see below)
             values = [str(value) if isinstance(value, bool) else value for value in values]
@@ -74,6 +74,12 @@ def agent_command(sweep, point):
         is_macro = item.startswith("${") and item.endswith("}")
         command += (macros.get(item[2:-1]) or []) if is_macro else [item]
     return command
+
+
+def point_argv(sweep, point):
+    """The arguments the point's command (agent_command) passes its program."""
+    command = agent_command(sweep, point)
+    return command[command.index(sweep["program"]) + 1 :]
 
 
 def describe(sweep, point):

@@ -308,3 +308,12 @@ def read_wandb_run(folder):
         elif kind == "preempting":
             preempting = True
     return SimpleNamespace(history=history, metrics=metrics, config=config, preempting=preempting)
+
+
+def described_point(sweep, point):
+    """run.json's "args" and what describe_run adds (schema, identity, algorithm, label) for a grid point's run, as
+    its script prints them with --print-args (sweeps.grid_runs.resolved)."""
+    from sweeps.grid_runs import resolved
+
+    printed = resolved(sweep, point)
+    return {"args": printed["args"], **{key: printed[key] for key in ("schema", "identity", "algorithm", "label")}}

@@ -15,7 +15,7 @@ from helpers import run_script
 
 import dau_discrete
 from analysis import robustness
-from harness import archive
+from sweeps import migrate_runs
 
 
 def write_run(runs_dir, script, dt, seed, returns, eval_every=150.0, start_time=1, wall_time=60.0, **args):
@@ -25,8 +25,9 @@ def write_run(runs_dir, script, dt, seed, returns, eval_every=150.0, start_time=
     rows += [f"{k * eval_every + 0.5 * dt},0,0,0,{value}" for k, value in enumerate(returns)]
     (run_dir / "evals.csv").write_text("\n".join(rows) + "\n")
     given = {"env_id": "Pendulum-v1", "dt": dt, "seed": seed, "total_time": 600.0, "eval_every": 150.0}
-    run_args = archive.resolved_args(script, given | args)  # as the script records them: labelled DAU, DDPG-...
+    run_args = migrate_runs.resolved_args(script, given | args)  # as the script records them: labelled DAU, DDPG-...
     info = {"script": script, "run_name": run_dir.name, "dt": dt, "args": run_args, "completed": True}
+    info |= migrate_runs.described(info)
     (run_dir / "run.json").write_text(json.dumps(info | {"wall_time": wall_time}))
     return run_dir
 

@@ -10,12 +10,12 @@ from unittest.mock import patch
 
 import pytest
 import torch
-from helpers import ROOT, TINY_SWEEP, executor, read_csv
+from helpers import ROOT, TINY_SWEEP, described_point, executor, read_csv
 
 from analysis import scores
 from harness import archive
 from harness.run_info import VALUE_BEFORE, run_identity
-from sweeps import run_local
+from sweeps import migrate_runs, run_local
 
 RESULTS = "docs/results"
 LOCOMOTION_DTS = "dt=0.05,0.02,0.01,0.005"
@@ -137,7 +137,7 @@ def test_each_readme_sweep_file_is_the_kept_grid_of_its_row(path, monkeypatch):
     assert all(run_local.is_done(sweep, point, runs) for point in points), path.name
     wanted = {run_local.point_identity(sweep, point) for point in points}
     parameters = sweep["parameters"]
-    label = archive.label({"script": sweep["program"], "args": run_local.run_args(sweep, points[0])})
+    label = described_point(sweep, points[0])["label"]
     kin = [run for run in runs if archive.label(run) == label and run["args"]["env_id"] == parameters["env_id"]["value"]
            and run["args"]["total_time"] == parameters["total_time"]["value"]]  # fmt: skip
     assert {archive.identity(run) for run in kin} == wanted and len(kin) == len(points), (path.name, len(kin))
@@ -145,7 +145,7 @@ def test_each_readme_sweep_file_is_the_kept_grid_of_its_row(path, monkeypatch):
 
 
 def test_a_grid_point_is_what_its_run_computes():
-    args = archive.resolved_args("dau_discrete.py", {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1})
+    args = migrate_runs.resolved_args("dau_discrete.py", {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1})
     point = run_identity("dau_discrete.py", args)
     for same in ({"total_time": int(args["total_time"])}, {"exp_name": "x"}, {"track": True}, {"env_workers": 2},
                  {"checkpoint_every": 5.0}, {"wandb_group": "g"}):  # fmt: skip
@@ -155,7 +155,7 @@ def test_a_grid_point_is_what_its_run_computes():
     assert run_identity("dqn_baseline.py", args) != point
     before = {key: value for key, value in args.items() if key not in ("value_update", "value_learning_rate")}
     assert run_identity("dau_discrete.py", before) == point  # a run.json from before those options
-    research = archive.resolved_args("dau_discrete_research.py", {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1})
+    research = migrate_runs.resolved_args("dau_discrete_research.py", {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1})
     assert run_identity("dau_discrete_research.py", research) == point  # the research variant, its options off
     for option in ({"terminal_rows": 64}, {"value_horizon": 0.05}, {"advantage_rate_clip": 2000.0},
                    {"exploration": "ou-scaled"}, {"learning_rate_reference_dt": 0.01},
@@ -163,10 +163,10 @@ def test_a_grid_point_is_what_its_run_computes():
                    {"first_round_steps": 19}, {"zero_last_bias": True}):  # fmt: skip
         assert run_identity("dau_discrete_research.py", research | option) != point, option
         # The variants it merged (their kept runs keep their names): the same grid point, option on or off.
-        for merged in archive.MERGED:
+        for merged in migrate_runs.MERGED:
             assert run_identity(merged, args) == point
             assert run_identity(merged, args | option) == run_identity("dau_discrete_research.py", research | option)
-    pendulum = archive.resolved_args("dau_continuous.py", {"env_id": "Pendulum-v1", "dt": 0.01, "seed": 1})
+    pendulum = migrate_runs.resolved_args("dau_continuous.py", {"env_id": "Pendulum-v1", "dt": 0.01, "seed": 1})
     continuous_point, horizon = run_identity("dau_continuous.py", pendulum), {"value_horizon": 0.05}
     assert run_identity("dau_continuous_horizon.py", pendulum | {"value_horizon": None}) == continuous_point
     assert run_identity("dau_continuous_horizon.py", pendulum | horizon) != continuous_point
@@ -179,8 +179,13 @@ def test_a_grid_point_is_what_its_run_computes():
 
 
 def label(script, env_id="CartPole-v1", dt=0.01, **given):
-    args = archive.resolved_args(archive.current_script(script), {"env_id": env_id, "dt": dt, **given})
-    return archive.label({"script": script, "args": args})
+    """The label the migration gives a run.json of `script` (as sweeps.migrate_runs reads the kept runs)."""
+    args = migrate_runs.resolved_args(migrate_runs.MERGED.get(script, script), {"env_id": env_id, "dt": dt, **given})
+    return migrated_label({"script": script, "args": args})
+
+
+def migrated_label(run):
+    return migrate_runs.described(run)["label"]
 
 
 def test_a_run_is_labelled_by_its_algorithm_and_its_non_default_arguments():
@@ -211,28 +216,30 @@ def test_a_run_is_labelled_by_its_algorithm_and_its_non_default_arguments():
     # --round-seconds sets steps and updates per round: the label shows the option, not what it set.
     assert label("dau_discrete.py", dt=0.001, round_seconds=0.1) == "DAU+round_seconds=0.1"
     # dau_discrete.py's run.json: before the options (none of them), with them (off or on), and today's.
-    old = archive.resolved_args("dau_discrete.py", {"env_id": "CartPole-v1", "dt": 0.01})
+    old = migrate_runs.resolved_args("dau_discrete.py", {"env_id": "CartPole-v1", "dt": 0.01})
     del old["round_seconds"]
-    assert archive.label({"script": "dau_discrete.py", "args": old}) == "DAU"
+    assert migrated_label({"script": "dau_discrete.py", "args": old}) == "DAU"
     with_options = old | {"value_update": "all", "value_learning_rate": None}
-    assert archive.label({"script": "dau_discrete.py", "args": with_options}) == "DAU"
+    assert migrated_label({"script": "dau_discrete.py", "args": with_options}) == "DAU"
     with_options["value_learning_rate"] = 0.03
-    assert archive.label({"script": "dau_discrete.py", "args": with_options}) == "DAU+value_learning_rate=0.03"
+    assert migrated_label({"script": "dau_discrete.py", "args": with_options}) == "DAU+value_learning_rate=0.03"
     patched = {"script": "dau_discrete_rs.py", "args": {**old, "reward_scale": 100.0}}  # a probe's copy of a script
-    assert archive.label(patched) == "dau_discrete_rs+reward_scale=100"
-    assert archive.algorithm(patched) == "DAU" and archive.algorithm({"script": "other.py"}) is None  # compare.py's
+    assert migrated_label(patched) == "dau_discrete_rs+reward_scale=100"
+    assert migrate_runs.described(patched)["algorithm"] == "DAU"  # compare.py's
+    assert migrate_runs.described({"script": "other.py", "args": {}})["algorithm"] is None
     # A probe's patch with its option off computes what the script computes (docs/results/cartpole_probes: seeds 4
     # and 5 of value_update_greedy ran with weight_decay.patch applied, at 0): the same label, one variant a folder.
-    assert archive.label({"script": "dau_discrete.py", "args": {**old, "weight_decay": 0.0}}) == "DAU"
-    assert archive.label({"script": "dau_discrete.py", "args": {**old, "weight_decay": 1.0}}) == "DAU+weight_decay=1"
-    assert archive.label({**patched, "args": {**old, "reward_scale": 1.0}}) == "dau_discrete_rs"
+    assert migrated_label({"script": "dau_discrete.py", "args": {**old, "weight_decay": 0.0}}) == "DAU"
+    assert migrated_label({"script": "dau_discrete.py", "args": {**old, "weight_decay": 1.0}}) == "DAU+weight_decay=1"
+    assert migrated_label({**patched, "args": {**old, "reward_scale": 1.0}}) == "dau_discrete_rs"
 
 
 def write_run(folder, name, script="dau_discrete.py", seed=1, **given):
-    args = archive.resolved_args(script, {"env_id": "CartPole-v1", "dt": 0.01, "seed": seed, "total_time": 300,
-                                          "eval_every": 150, **given})  # fmt: skip
+    args = migrate_runs.resolved_args(script, {"env_id": "CartPole-v1", "dt": 0.01, "seed": seed, "total_time": 300,
+                                               "eval_every": 150, **given})  # fmt: skip
     (folder / name).mkdir(parents=True)
-    (folder / name / "run.json").write_text(json.dumps({"script": script, "dt": 0.01, "args": args, "completed": True}))
+    info = {"script": script, "dt": 0.01, "args": args, "completed": True}
+    (folder / name / "run.json").write_text(json.dumps(info | migrate_runs.described(info)))
     (folder / name / "evals.csv").write_text("physical_time,scaled_return\n0,20\n150,100\n300,200\n")
 
 

@@ -171,20 +171,25 @@ def test_the_updates_are_their_agents_count():
 def test_our_tools_read_its_runs_as_the_authors_dau():
     """harness/archive.py: its own label beside our DAU's on one scale, and DAU's algorithm (compare.py reads it)."""
     from harness import archive
+    from sweeps.migrate_runs import described
 
     run = {"script": "authors_code.py", "args": {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1}}
+    run |= described(run)  # a run of their DAU from before --algo, as the migration rewrote it
     assert archive.label(run) == "DAU-authors" and archive.algorithm(run) == "DAU"
     for algo, label, algorithm in [("ddau", "DAU-authors", "DAU"), ("dqn", "DQN-authors", "DQN"),
                                    ("ddpg", "DDPG-authors", "DDPG")]:  # fmt: skip
         run = {"script": "authors_code.py", "args": {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1, "algo": algo}}
+        run |= described(run)
         assert archive.label(run) == label and archive.algorithm(run) == algorithm
-    probe = {"env_id": "Pendulum-v1", "dt": 0.01, "seed": 1, "algo": "ddpg", "target_tau": 0.9}
-    assert archive.label({"script": "authors_code.py", "args": probe}) == "DDPG-authors+target_tau=0.9"
+    probe = {"env_id": "Pendulum-v1", "dt": 0.01, "seed": 1, "algo": "ddpg", "target_tau": 0.9}  # their options on
+    assert described({"script": "authors_code.py", "args": probe})["label"] == "DDPG-authors+target_tau=0.9"
     probe = probe | {"target_tau": 0.0, "no_training_time_limit": True}
-    assert archive.label({"script": "authors_code.py", "args": probe}) == "DDPG-authors+no_training_time_limit=True"
+    assert (
+        described({"script": "authors_code.py", "args": probe})["label"] == "DDPG-authors+no_training_time_limit=True"
+    )
     before = {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1}  # a run of their DAU from before --algo: the same point
-    assert archive.identity({"script": "authors_code.py", "args": before}) == archive.identity(
-        {"script": "authors_code.py", "args": before | {"algo": "ddau"}})  # fmt: skip
+    assert described({"script": "authors_code.py", "args": before})["identity"] == described(
+        {"script": "authors_code.py", "args": before | {"algo": "ddau"}})["identity"]  # fmt: skip
 
 
 def test_their_baselines_command_lines_are_their_daus_with_noscale():

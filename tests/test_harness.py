@@ -50,7 +50,7 @@ from harness.env_state import env_state, set_env_state
 from harness.evaluations import Evaluations, in_background, policy_copy
 from harness.files import claim_run_dir, new_run_dir, save_json
 from harness.logs import PREEMPTED_EXIT_CODE, Logs
-from harness.run_info import UNRECORDED, code_history, code_version
+from harness.run_info import SCHEMA, UNRECORDED, code_history, code_version, run_identity
 from harness.settings import env_settings
 from harness.videos import EvaluationVideos, PhysicalTimeVideo
 from sweeps import run_local
@@ -1361,15 +1361,17 @@ def test_a_script_copied_into_another_checkout_records_no_commit(tmp_path):
 
 
 @NO_GIT
-def test_a_run_records_the_code_of_its_scripts_checkout_and_no_identity(tmp_path):
-    """The script's own checkout (the repository), not the folder it runs in; the identity is computed by the
-    tools from the arguments, never stored (a stored one went stale when its formula changed)."""
+def test_a_run_records_the_code_of_its_scripts_checkout_and_its_identity(tmp_path):
+    """The script's own checkout (the repository), not the folder it runs in; the identity, label and schema that
+    the tools read (issue 86: recorded when run.json is written, from its arguments; the kept run.json that had a
+    stale one, from an older formula, were migrated by sweeps/migrate_runs.py)."""
     run_script("dqn_baseline.py", "--env-id", "CartPole-v1", *TINY, "--total-time", "0.8", cwd=tmp_path)
     (run_json,) = tmp_path.glob("runs/*/run.json")
     run = json.loads(run_json.read_text())
     assert run["code"] == [code_version(ROOT / "dqn_baseline.py")]
     assert run["code"][0]["commit"] == git(ROOT, "rev-parse", "HEAD").strip()
-    assert "identity" not in run
+    assert run["identity"] == run_identity("dqn_baseline.py", run["args"]) and run["schema"] == SCHEMA
+    assert run["label"].startswith("DQN-unscaled+batch_size=16+") and run["algorithm"] == "DQN"  # TINY's flags
 
 
 def test_a_file_system_without_locks_is_said_in_one_line(tmp_path, monkeypatch, capsys):

@@ -18,7 +18,7 @@ from pathlib import Path
 import gymnasium as gym
 import psutil
 import pytest
-from helpers import ROOT, TINY_SWEEP, executor, start_and_signal, with_ctrl_c
+from helpers import ROOT, TINY_SWEEP, described_point, executor, start_and_signal, with_ctrl_c
 from test_analysis import write_run
 
 from harness import archive
@@ -333,9 +333,11 @@ def test_a_worker_that_fails_stops_the_call_at_once(workdir, monkeypatch):
     monkeypatch.setattr(run_local, "ThreadPoolExecutor", Pool)
     monkeypatch.setattr(run_local, "claim", claim_once_the_first_run_is_going)
     monkeypatch.setattr(run_local.subprocess, "Popen", Run)
+    options = run_local.Options(sweeps=(workdir / "tiny.yaml",), override=("dt=0.02,0.01,0.005",), workers=2)
+    run_local.plan(options)  # the script's --print-args, asked once per process (sweeps/print_args.py), not timed
     began = time.time()
     with pytest.raises(OSError, match="Resource temporarily unavailable"):
-        run_local.main(run_local.Options(sweeps=(workdir / "tiny.yaml",), override=("dt=0.02,0.01,0.005",), workers=2))
+        run_local.main(options)
     assert time.time() - began < 5 and stopped.is_set() and len(started) == 1, started
 
 
@@ -347,7 +349,7 @@ def write_ended_run(sweep, command, **ending):
     folders = (Path("runs", f"CartPole-v1__dqn_baseline__dt{dt:g}__4__{number}") for number in itertools.count(1))
     run_dir = next(folder for folder in folders if not folder.exists())  # a new folder, as a run makes
     run_dir.mkdir(parents=True)
-    info = {"script": "dqn_baseline.py", "dt": dt, "args": run_local.run_args(sweep, point), "physical_time": 0.8,
+    info = {"script": "dqn_baseline.py", "dt": dt, **described_point(sweep, point), "physical_time": 0.8,
             "updates": 4, "final_scaled_return": 9.0, **ending}  # fmt: skip
     (run_dir / "run.json").write_text(json.dumps(info))
 
@@ -538,7 +540,7 @@ def test_near_a_deadline_the_runs_that_fit_go_first_and_a_checkpoint_counts_as_p
     assert run_local.next_to_run(jobs, 50.0, measured) == 0
     stopped = workdir / "runs" / "CartPole-v1__dqn_baseline__dt0.01__4__1"
     stopped.mkdir(parents=True)
-    info = {"script": "dqn_baseline.py", "dt": 0.01, "args": run_local.run_args(*jobs[0]), "completed": False}
+    info = {"script": "dqn_baseline.py", "dt": 0.01, **described_point(*jobs[0]), "completed": False}
     (stopped / CHECKPOINT).write_bytes(b"")
     (stopped / "run.json").write_text(json.dumps(info | {"updates": 3, "stopped_by": "Ctrl-C"}))
     assert run_local.expected_seconds(*jobs[0], measured) == pytest.approx(4000.0)
@@ -720,7 +722,7 @@ def test_a_point_that_diverged_in_another_call_after_this_one_planned_is_not_run
     def claim_after_another_call_ran_it(identity):  # the other call's run, ended since the plan
         run_dir = workdir / "runs" / "CartPole-v1__dqn_baseline__dt0.01__4__1"
         run_dir.mkdir(parents=True, exist_ok=True)
-        info = {"script": "dqn_baseline.py", "dt": 0.01, "args": run_local.run_args(sweep, point), "completed": False,
+        info = {"script": "dqn_baseline.py", "dt": 0.01, **described_point(sweep, point), "completed": False,
                 "stopped_by": NON_FINITE_LOSS}  # fmt: skip
         (run_dir / "run.json").write_text(json.dumps(info))
         return claim(identity)
