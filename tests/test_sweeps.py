@@ -26,6 +26,7 @@ from harness.checkpoint import CHECKPOINT
 from harness.run_info import NON_FINITE_LOSS
 from harness.settings import ENV_SETTINGS
 from sweeps import grid_runs, run_local
+from sweeps.migrate_runs import described
 
 SWEEP_FILES = sorted((ROOT / "sweeps" / "paper").glob("*.yaml"))
 SCRIPT_PAIRS = {"dau_continuous.py": "ddpg_baseline.py", "dau_discrete.py": "dqn_baseline.py"}
@@ -158,7 +159,7 @@ def test_the_executor_runs_a_grid_once_in_the_hours_given_and_resumes_after_an_i
     measured.mkdir(parents=True)
     args = {"env_id": "CartPole-v1", "seed": 99, "updates_per_round": 2, "total_time": 0.8, "dt": 0.01}
     info = {"script": "dqn_baseline.py", "dt": 0.01, "args": args, "completed": True, "updates": 6, "wall_time": 3000}
-    (measured / "run.json").write_text(json.dumps(info))
+    (measured / "run.json").write_text(json.dumps(info | described(info)))  # as a run writes it (schema, label...)
     first = executor("tiny.yaml", "--results", "measured", "--hours", "0.5", "--workers", "1", cwd=workdir)
     assert first.returncode == 0, first.stdout + first.stderr
     started = re.search(r"started dqn_baseline env_id=CartPole-v1 dt=0.01 seed=4: needs about 33 min, (29|30) min "
