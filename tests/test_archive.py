@@ -63,6 +63,7 @@ KEPT_GRIDS = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow  # a --print-args process per sweep file and override set: about 4 s each, 30 of them
 @pytest.mark.parametrize("files,overrides,results", KEPT_GRIDS, ids=lambda value: str(value).split("/")[-1][:40])
 def test_every_kept_run_is_found_by_the_command_that_made_it(files, overrides, results, monkeypatch):
     """Runs made before an argument existed (no value_update, round_seconds... in their run.json) are recognised:
