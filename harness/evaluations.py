@@ -71,6 +71,8 @@ class EvaluationThread:
         """Stop playing `future`'s task as Ctrl-C stops one in the main thread: KeyboardInterrupt, raised in the thread
         once the env step or forward pass under way returns; waits for that (`timeout` seconds at most, Ctrl-C or
         not)."""
+        if future.cancel():  # not begun: it never will (an exception raised between tasks would end the thread)
+            return
         if not future.done():
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident),
                                                        ctypes.py_object(KeyboardInterrupt))  # fmt: skip
@@ -79,12 +81,17 @@ class EvaluationThread:
 
     def _serve(self):
         while True:
-            future, function, args = self.tasks.get()
             try:
-                future.set_result(function(*args))
-            except BaseException as error:  # raised in the main thread, by Future.result
-                if not future.done():  # (an interrupt as the task ended)
-                    future.set_exception(error)
+                future, function, args = self.tasks.get()
+                if not future.set_running_or_notify_cancel():  # cancelled by interrupt before it began
+                    continue
+                try:
+                    future.set_result(function(*args))
+                except BaseException as error:  # raised in the main thread, by Future.result
+                    if not future.done():  # (an interrupt as the task ended)
+                        future.set_exception(error)
+            except KeyboardInterrupt:  # an interrupt that came as its task ended: nothing left to stop
+                continue
 
 
 class Evaluations:

@@ -646,6 +646,19 @@ def test_a_sigterm_while_an_evaluation_hangs_stops_the_run_within_the_bound_with
     assert "2.000000" not in times and times[:2] == ["0.000000", "1.200000"] and times[-1] == "4.000000", times
 
 
+def stuck_until(release):
+    """An evaluation that plays until `release` is set, 10 s at most, in Python's code: the thread's interrupt stops
+    it."""
+
+    def stuck(policy):
+        began = time.time()
+        while not release.is_set() and time.time() < began + 10:
+            time.sleep(0.01)
+        return 0.0
+
+    return stuck
+
+
 def test_after_a_sigterm_training_waits_for_the_evaluation_in_flight_for_a_bounded_time(monkeypatch):
     """Once a SIGTERM has come (before the wait or during it), training waits for the evaluation in flight at most
     SIGTERM_WAIT_SECONDS (1 s here), then abandons it, stopped in its thread, says so and records its physical time;
@@ -653,12 +666,7 @@ def test_after_a_sigterm_training_waits_for_the_evaluation_in_flight_for_a_bound
     monkeypatch.setattr(harness.evaluations, "SIGTERM_WAIT_SECONDS", 1.0, raising=False)
     clock, printed, release = SimpleNamespace(physical_time=0.0, env_steps=0, updates=0), [], threading.Event()
 
-    def stuck(policy):  # in Python's code, so that the thread's interrupt stops it; 10 s at most
-        began = time.time()
-        while not release.is_set() and time.time() < began + 10:
-            time.sleep(0.01)
-        return 0.0
-
+    stuck = stuck_until(release)
     logs, preemption = CountingLogs(), SimpleNamespace(requested=False)
     logs.console = SimpleNamespace(print=lambda line, **kwargs: printed.append(line))
     evaluations = Evaluations(stuck, logs, True, preemption)
@@ -748,12 +756,7 @@ def test_after_an_error_the_end_waits_for_the_evaluation_in_flight_for_a_bounded
     monkeypatch.setattr(harness.evaluations, "ERROR_WAIT_SECONDS", 1.0, raising=False)
     clock, printed, release = SimpleNamespace(physical_time=0.0, env_steps=0, updates=0), [], threading.Event()
 
-    def stuck(policy):  # in Python's code, so that the thread's interrupt stops it; 10 s at most
-        began = time.time()
-        while not release.is_set() and time.time() < began + 10:
-            time.sleep(0.01)
-        return 0.0
-
+    stuck = stuck_until(release)
     logs = CountingLogs()
     logs.console = SimpleNamespace(print=printed.append)
     evaluations = Evaluations(stuck, logs, background=True)
