@@ -68,7 +68,8 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     learning_rate: float = 0.1
     """alpha_Q: the critic learning rate is alpha * dt0 (alpha * dt with --scaled)"""
     policy_learning_rate: float | None = None
-    """alpha_pi: the policy learning rate is alpha_pi * dt0 (alpha_pi * dt with --scaled); None: the env's default"""
+    """alpha_pi: the policy learning rate is alpha_pi * dt0 (alpha_pi * dt with --scaled); None: --learning-rate
+    (unscaled, the appendix's alpha~^Q dt0), the env's default with --scaled (table above)"""
     ou_kappa: float = 7.5
     """stiffness of the Ornstein-Uhlenbeck exploration noise (per second)"""
     ou_sigma: float = 1.5
@@ -83,6 +84,12 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     """scale reward, learning rates and RMSprop with dt (default: with the fixed --ref-dt, the paper's main figures)"""
     ref_dt: float = 0.01
     """dt0, the reference time step of the unscaled variant"""
+
+    def __post_init__(self):
+        # Appendix, unscaled variant: "alpha^pi = alpha~^Q dt0", the critic's alpha for the actor too (the authors'
+        # code agrees at dt0; issue 84). The scaled variant's alpha~^pi is the env's (harness/settings.py).
+        if self.policy_learning_rate is None and not self.scaled:
+            self.policy_learning_rate = self.learning_rate
 
 
 def check_args(args):

@@ -144,8 +144,10 @@ def settle_args(args, model, action_space, check_args, device):
 def default_args(args_class, args, probe, dt):
     """The arguments the script (`args_class`) has by default at the run's env, dt and round (`probe`, its env; `dt`,
     its step): what a run's label leaves out (harness.run_info.describe_run). --round-seconds sets the round's steps
-    and updates as it does for the run, and is itself at the script's default, so that a label names it."""
-    defaults = dataclasses.replace(args_class(), env_id=args.env_id, dt=args.dt, round_seconds=args.round_seconds)
+    and updates as it does for the run, and is itself at the script's default, so that a label names it. A baseline's
+    variant (--scaled, named in its label) is the run's: its defaults differ (ddpg_baseline.py's actor rate)."""
+    variant = {"scaled": args.scaled} if hasattr(args, "scaled") else {}
+    defaults = args_class(env_id=args.env_id, dt=args.dt, round_seconds=args.round_seconds, **variant)
     for name, setting in env_settings(probe).items():
         if hasattr(defaults, name) and getattr(defaults, name) is None:
             setattr(defaults, name, setting)

@@ -52,12 +52,13 @@ def known_script(script):
 
 
 @functools.cache
-def script_defaults(script):
-    """The default arguments of a script's Args dataclass (importing the script runs no training)."""
+def script_defaults(script, scaled=False):
+    """The default arguments of a script's Args dataclass (importing the script runs no training); a baseline's
+    with --scaled (`scaled`), whose defaults differ (ddpg_baseline.py's actor rate)."""
     spec = importlib.util.spec_from_file_location(Path(script).stem, ROOT / script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return asdict(module.Args())
+    return asdict(module.Args(scaled=True) if scaled else module.Args())
 
 
 @functools.cache
@@ -75,7 +76,7 @@ def resolved_args(script, given):
     settings for those left at None, and the round that --round-seconds sets."""
     from harness.args import set_round_seconds
 
-    wanted = {**script_defaults(script), **given}
+    wanted = {**script_defaults(script, given.get("scaled", False)), **given}
     settings, native_dt = settings_of(wanted["env_id"])
     args = wanted | {key: settings[key] for key, value in wanted.items() if value is None and key in settings}
     if args.get("round_seconds") is not None:
@@ -95,7 +96,7 @@ def described(run):
         return fields
     defaults = script_defaults(reference)
     args = {key: value for key, value in VALUE_BEFORE.items() if key in defaults} | run["args"]
-    place = {key: args[key] for key in ("env_id", "dt", "round_seconds") if key in args}
+    place = {key: args[key] for key in ("env_id", "dt", "round_seconds", "scaled") if key in args}
     expected = PATCH_OFF | resolved_args(reference, place) | {"round_seconds": defaults["round_seconds"]}
     name = OLD_ALGORITHMS.get(script) or Path(script).stem
     if script in ("ddpg_baseline.py", "dqn_baseline.py"):

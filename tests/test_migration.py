@@ -59,7 +59,12 @@ def test_every_kept_run_reads_as_before_the_migration():
 COMMAND_LINES = {
     "dau_discrete.py": [["--dt", "0.01"], ["--dt", "0.001", "--round-seconds", "0.1"], ["--ou-sigma", "15"]],
     "dau_discrete_research.py": [["--value-horizon", "0.05"], ["--buffer-transitions", "1000000", "--squared-loss"]],
-    "ddpg_baseline.py": [["--dt", "0.005"], ["--scaled", "--tau", "0.9", "--policy-learning-rate", "0.1"]],
+    "ddpg_baseline.py": [
+        ["--dt", "0.005"],
+        ["--scaled", "--tau", "0.9", "--policy-learning-rate", "0.1"],
+        ["--scaled"],
+        ["--policy-learning-rate", "0.02"],
+    ],  # the two variants' actor defaults
     "dau_continuous.py": [["--env-id", "HalfCheetah-v4", "--dt", "0.02", "--round-seconds", "0.1"]],
 }
 

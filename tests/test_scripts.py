@@ -84,16 +84,19 @@ def test_smoke_writes_a_well_formed_evals_csv(script, env_args, dt, total_time, 
      ("dau_discrete.py", True), ("dqn_baseline.py", True), ("dqn_baseline.py", False)],
 )  # fmt: skip
 def test_optimizer_follows_dt_or_the_reference_dt(script, scaled, dt, tmp_path):
-    """DAU: lr alpha dt, RMSprop smoothing 1 - dt; unscaled baselines: dt0 = 0.01 instead of dt."""
+    """DAU: lr alpha dt, RMSprop smoothing 1 - dt; unscaled baselines: dt0 = 0.01 instead of dt. DDPG's actor by
+    default: unscaled, the critic's alpha~^Q dt0 (appendix, "alpha^pi = alpha~^Q dt0"); scaled, Pendulum's alpha~^pi
+    (0.02) times dt."""
     args = ["--scaled"] if scaled and script.endswith("baseline.py") else []
-    policy = ["--policy-learning-rate", "0.03"] if script in CONTINUOUS else []
+    policy = ["--policy-learning-rate", "0.03"] if script == "dau_continuous.py" else []
     env_args = ACTION_TYPES[script][0]
     run_script(script, *env_args, "--dt", str(dt), *TINY, "--total-time", str(40 * dt), "--save-model",
-               "--learning-rate", "0.1", *policy, *args, cwd=tmp_path)  # fmt: skip
+               "--learning-rate", "0.05", *policy, *args, cwd=tmp_path)  # fmt: skip
     (model,) = tmp_path.glob("runs/*/model.pt")
     groups = torch.load(model)["optimizer"]["param_groups"]
     time_scale = dt if scaled else 0.01
-    expected = [0.1 * time_scale, 0.03 * time_scale] if script in CONTINUOUS else [0.1 * time_scale]
+    actor_rate = {"dau_continuous.py": 0.03, "ddpg_baseline.py": 0.02 if scaled else 0.05}.get(script)
+    expected = [0.05 * time_scale] + ([actor_rate * time_scale] if actor_rate else [])
     assert [g["lr"] for g in groups] == pytest.approx(expected)
     assert all(g["alpha"] == pytest.approx(1 - time_scale) and g["momentum"] == 0 for g in groups)
 
