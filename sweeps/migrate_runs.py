@@ -9,8 +9,9 @@ them before: the script's defaults read by importing it, the env's settings by m
 what older code did (MERGED, LABELLED_AGAINST, PATCH_OFF, and harness.run_info.VALUE_BEFORE for an argument that a
 run.json predates). Nothing else of the file changes: its keys keep their order and its indentation (an "identity"
 stored by an older formula is replaced where it stands). A run.json already at SCHEMA, or of a run still running
-(running.lock beside it), is left as it is. tests/test_migration.py checks that every kept run reads with the label,
-grid point and score it had before."""
+(running.lock beside it), is left as it is; one at SCHEMA whose script's defaults changed since it was written
+(CHANGED_DEFAULTS) gets today's label. tests/test_migration.py checks that every kept run reads with the label, grid
+point and score it had before, the changed defaults' arguments aside."""
 
 import argparse
 import functools
@@ -35,6 +36,13 @@ OLD_ALGORITHMS = {**ALGORITHMS, **dict.fromkeys(MERGED, "DAU")}
 # A script labelled against another's defaults: dau_discrete.py's runs before the options moved out recorded
 # them (value_update "all"...), and its defaults lack them; the variant script's defaults are those options off.
 LABELLED_AGAINST = {"dau_discrete.py": "dau_discrete_research.py"}
+# Defaults of the paper scripts changed since runs were kept: a kept run of such a script, at SCHEMA, is labelled again
+# against today's defaults (its identity, a hash of its arguments, is unchanged), so that it reads as what it is: the
+# argument whose default changed, and the commit and what changed.
+CHANGED_DEFAULTS = {
+    "ddpg_baseline.py": ("policy_learning_rate", "d2f9cb3: the unscaled actor's rate alpha~^Q dt0 (issue 84), was the "
+                                                 "env's alpha~^pi dt0"),
+}  # fmt: skip
 # Arguments of the probes' patches (docs/results/cartpole_probes), which the scripts do not have, at the value that
 # computes what the script computes: a run made with the patch applied and the option off is the script's run.
 PATCH_OFF = {"weight_decay": 0.0, "reward_scale": 1.0}
@@ -115,19 +123,36 @@ def migrated(run):
     return new
 
 
+def relabelled(run):
+    """A run.json at SCHEMA of a script whose defaults changed since (CHANGED_DEFAULTS), labelled against today's
+    defaults; its identity must not change (a ValueError if it would)."""
+    fields = described(run)
+    if fields["identity"] != run["identity"]:
+        raise ValueError(f"{run['run_name']}: relabelling would change its identity")
+    return run | {"label": fields["label"]}
+
+
 def migrate(folders, dry_run=False):
-    """Rewrite every run.json under the folders (recursively) that predates SCHEMA. Returns (rewritten, left as they
-    are) paths."""
+    """Rewrite every run.json under the folders (recursively) that predates SCHEMA, and label again those at SCHEMA
+    whose script's defaults changed since (CHANGED_DEFAULTS) where their label differs. Returns (rewritten, left as
+    they are) paths."""
     rewritten, left = [], []
     for folder in folders:
         for path in sorted(Path(folder).rglob("run.json")):
             run = read_run(path, schema=None)
-            if run.get("schema") == SCHEMA or (path.parent / "running.lock").exists():
+            if (path.parent / "running.lock").exists():
                 left.append(path)
                 continue
+            if run.get("schema") == SCHEMA:
+                new_run = relabelled(run) if run["script"] in CHANGED_DEFAULTS else run
+                if new_run == run:
+                    left.append(path)
+                    continue
+            else:
+                new_run = migrated(run)
             text = path.read_text()
             indent = 1 if text.startswith("{\n ") and not text.startswith("{\n  ") else 2 if "\n" in text else None
-            new_text = json.dumps(migrated(run), indent=indent) + ("\n" if text.endswith("\n") else "")
+            new_text = json.dumps(new_run, indent=indent) + ("\n" if text.endswith("\n") else "")
             if not dry_run:
                 replace_atomically(path, "w", lambda file, new_text=new_text: file.write(new_text))
             rewritten.append(path)
@@ -144,7 +169,7 @@ def main(argv=None):
     except RefusedRuns as error:
         sys.exit(f"error: {error}")
     print(f"{'would rewrite' if args.dry_run else 'rewrote'} {len(rewritten)} run.json; left {len(left)} as they are "
-          f"(already at schema {SCHEMA}, or still running)")  # fmt: skip
+          f"(at schema {SCHEMA} with today's label, or still running)")  # fmt: skip
 
 
 if __name__ == "__main__":

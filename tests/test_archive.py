@@ -22,14 +22,20 @@ LOCOMOTION_DTS = "dt=0.05,0.02,0.01,0.005"
 RESEARCH = "cartpole_dau_research"
 FIVE_SEEDS = ("total_time=1800", "eval_every=150", "seed=1,2,3,4,5")
 # The kept grids and the commands docs/reproduce.md says made them: (sweep files, --override, --results folder).
+# DDPG's grids made before its unscaled actor's default changed (issue 84) name the env's rate, as their README sweep
+# files do (the paper's DAU has that rate by default: the same points).
+OLD_ACTOR, OLD_ACTOR_002 = "policy_learning_rate=0.03", "policy_learning_rate=0.02"
 KEPT_GRIDS = [
     (("pendulum_dau", "pendulum_ddpg", "cartpole_dau", "cartpole_dqn"), FIVE_SEEDS, RESULTS),
+    (("pendulum_dau", "pendulum_ddpg"), (*FIVE_SEEDS, OLD_ACTOR_002), RESULTS),
     (("cartpole_dau",), (*FIVE_SEEDS, "round_seconds=0.1"), RESULTS),
     (("cartpole_dau", "cartpole_dqn"), ("total_time=1800", "eval_every=150", "seed=6,7,8,9,10,11,12,13,14,15"),
      RESULTS),  # issue 47's seeds
-    (("halfcheetah_dau", "halfcheetah_ddpg"), ("total_time=30000", "seed=1,2,3,4,5", LOCOMOTION_DTS), RESULTS),
-    (("ant_dau", "ant_ddpg"), ("total_time=50000", "seed=1,2,3,4,5", LOCOMOTION_DTS), RESULTS),
-    (("bipedal_dau", "bipedal_ddpg"), ("total_time=20000", "seed=1,2,3,4,5", "dt=0.01,0.005,0.002"), RESULTS),
+    (("halfcheetah_dau", "halfcheetah_ddpg"), ("total_time=30000", "seed=1,2,3,4,5", LOCOMOTION_DTS, OLD_ACTOR),
+     RESULTS),
+    (("ant_dau", "ant_ddpg"), ("total_time=50000", "seed=1,2,3,4,5", LOCOMOTION_DTS, OLD_ACTOR), RESULTS),
+    (("bipedal_dau", "bipedal_ddpg"), ("total_time=20000", "seed=1,2,3,4,5", "dt=0.01,0.005,0.002", OLD_ACTOR_002),
+     RESULTS),
     (("cartpole_dau", "cartpole_dqn"), ("seed=1,2,3,4,5",), f"{RESULTS}/cartpole_12600"),
     (("cartpole_dau",), (*FIVE_SEEDS, "ou_sigma=15", "exp_name=ou15"), f"{RESULTS}/cartpole_ou_sigma_15_grid"),
     # Made with dau_discrete.py's options and the three research variants that dau_discrete_research.py merged.

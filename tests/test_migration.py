@@ -7,12 +7,13 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from helpers import ROOT, TINY, run_script
 
 from analysis.scores import read_curve, run_score
 from harness import archive
 from harness.run_info import SCHEMA
-from sweeps.migrate_runs import described
+from sweeps.migrate_runs import CHANGED_DEFAULTS, described, migrate
 from sweeps.print_args import resolve
 
 BEFORE = ROOT / "tests" / "data" / "kept_runs_before.json"  # every kept run as the code before the migration read it
@@ -49,8 +50,14 @@ def test_every_kept_run_reads_as_before_the_migration():
     for folder, wanted in before.items():
         run = archive.read_run(ROOT / folder / "run.json")
         assert run["schema"] == archive.SCHEMA, folder
-        assert (run["label"], run["identity"]) == (wanted["label"], wanted["identity"]), folder
-        assert (archive.label(run), archive.identity(run)) == (wanted["label"], wanted["identity"]), folder
+        assert (archive.label(run), archive.identity(run)) == (run["label"], run["identity"]), folder
+        assert run["identity"] == wanted["identity"], folder
+        if run["script"] in CHANGED_DEFAULTS:  # labelled again since: today's label, which differs by that default only
+            assert run["label"] == described(run)["label"], folder
+            changed = set(run["label"].split("+")) ^ set(wanted["label"].split("+"))
+            assert all(part.startswith(CHANGED_DEFAULTS[run["script"]][0] + "=") for part in changed), (folder, changed)
+        else:
+            assert run["label"] == wanted["label"], folder
         if "score" in wanted:
             assert np.isclose(run_score(read_curve(ROOT / folder, run)), wanted["score"], rtol=0, atol=1e-9), folder
 
@@ -67,6 +74,23 @@ COMMAND_LINES = {
     ],  # the two variants' actor defaults
     "dau_continuous.py": [["--env-id", "HalfCheetah-v4", "--dt", "0.02", "--round-seconds", "0.1"]],
 }
+
+
+def test_a_kept_run_of_a_changed_default_is_labelled_again_once(tmp_path):
+    """A run.json at SCHEMA written before its script's default changed (CHANGED_DEFAULTS: DDPG's unscaled actor rate,
+    issue 84) gets today's label and keeps its identity; a second pass rewrites nothing; one whose identity the new
+    label would not match is refused."""
+    kept = ROOT / "docs/results/Pendulum-v1__ddpg_baseline__dt0.01__1__1795425061/run.json"
+    run = json.loads(kept.read_text()) | {"label": "DDPG-unscaled"}  # as written before d2f9cb3
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "run.json").write_text(json.dumps(run, indent=1) + "\n")
+    assert [len(paths) for paths in migrate([tmp_path])] == [1, 0]
+    again = json.loads((tmp_path / "old" / "run.json").read_text())
+    assert again == run | {"label": "DDPG-unscaled+policy_learning_rate=0.02"} and list(again) == list(run)
+    assert [len(paths) for paths in migrate([tmp_path])] == [0, 1]
+    (tmp_path / "old" / "run.json").write_text(json.dumps(run | {"identity": "0" * 16}))
+    with pytest.raises(ValueError, match="would change its identity"):
+        migrate([tmp_path])
 
 
 def test_a_new_run_is_labelled_as_the_migration_labels_a_kept_one():
