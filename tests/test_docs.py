@@ -254,8 +254,9 @@ VERDICT = re.compile(
 
 def headline_rows(page):
     """The rows of a page's table of the README's grids: env (baseline), dt, budget, seeds, DAU's cell, the
-    baseline's."""
-    lines = [line for line in page.read_text().splitlines() if re.match(r"\| \S+-v\d \((DDPG|DQN)\) \|", line)]
+    baseline's. A baseline made with an argument other than today's default names it:
+    (DDPG+policy_learning_rate=0.03)."""
+    lines = [line for line in page.read_text().splitlines() if re.match(r"\| \S+-v\d \((DDPG|DQN)(\+\S+)?\) \|", line)]
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
 
 
@@ -264,11 +265,11 @@ def judged_rows(page):
     CartPole grid kept apart), DAU's and the baseline's (unscaled): [(cell, invariance result, every step)] * 2."""
     judged_by_row = []
     for cells in headline_rows(page):
-        env_id, baseline = re.fullmatch(r"(\S+) \((\S+)\)", cells[0]).groups()
+        env_id, baseline, options = re.fullmatch(r"(\S+) \((DDPG|DQN)(\+\S+)?\)", cells[0]).groups()
         folder = RESULTS / "cartpole_12600" if cells[2].startswith("12600") else RESULTS
         judged = tables.judged(scores.load_runs(folder, [env_id]))
         printed = {label: (result, steps) for _, label, result, steps in judged}
-        dau, other = printed["DAU"], printed[f"{baseline}-unscaled"]
+        dau, other = printed["DAU"], printed[f"{baseline}-unscaled{options or ''}"]
         seeds = str(dau[0].seeds) if dau[0].seeds == other[0].seeds else f"{dau[0].seeds} / {other[0].seeds}"
         assert cells[3] == seeds, cells
         judged_by_row.append((env_id, [(cells[4], *dau), (cells[5], *other)]))
