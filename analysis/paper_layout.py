@@ -33,6 +33,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 DT_RANGE = (5e-4, 5e-2)  # the colour bars' ends, the paper's
 LABELS = ("DAU", "DDPG-unscaled", "DQN-unscaled")  # the paper scripts' default runs
+# A DDPG grid made before issue 84 changed the unscaled actor's default rate is labelled with its old rate; a panel
+# without a DDPG-unscaled grid draws it in that place, and its note says so.
+OLD_ACTOR = "DDPG-unscaled+policy_learning_rate="
 
 
 class Panel(NamedTuple):
@@ -77,8 +80,9 @@ def kept_runs(results, cartpole):
     for panel in PANELS:
         folder = cartpole if panel.env_id == "CartPole-v1" else results
         runs = load_runs(folder, [panel.env_id], need_lines=False).get(panel.env_id, {})
-        panels.append((panel, {label: runs[label] for label in LABELS if label in runs}))
-        left_out[panel.env_id] = sorted(label for label in runs if label not in LABELS)
+        drawn = [label for label in runs if label in LABELS or (label.startswith(OLD_ACTOR) and LABELS[1] not in runs)]
+        panels.append((panel, {label: runs[label] for label in sorted(drawn)}))
+        left_out[panel.env_id] = sorted(label for label in runs if label not in drawn)
     return panels, left_out
 
 
@@ -88,8 +92,9 @@ def budget_hours(runs):
     return max(budgets) / 3600 if budgets else None
 
 
-def paper_note(panel, hours, seeds):
-    """The panel's note: our budget beside the paper's axis, and the seeds per curve (their fewest and most)."""
+def paper_note(panel, hours, seeds, labels=()):
+    """The panel's note: our budget beside the paper's axis, the seeds per curve (their fewest and most), and a
+    DDPG drawn at its old actor rate (OLD_ACTOR, one of `labels`)."""
     counts = f"{min(seeds)}" if min(seeds) == max(seeds) else f"{min(seeds)}-{max(seeds)}"
     seeds = f"{counts} seed" + ("" if max(seeds) == 1 else "s")
     if hours is None:
@@ -98,7 +103,8 @@ def paper_note(panel, hours, seeds):
         axis = f"paper's axis the same, {panel.paper_hours:g} h"
     else:
         axis = f"paper's axis {panel.paper_hours:g} h" + (" \u2192" if panel.paper_hours > hours else "")
-    return f"ours {hours:.2g} h, {seeds}; {axis}"
+    old = [label.split("=")[1] for label in labels if label.startswith(OLD_ACTOR)]
+    return f"ours {hours:.2g} h, {seeds}; {axis}" + (f"\nDDPG's old actor rate, {old[0]} dt0" if old else "")
 
 
 def draw_bars(figure, box):
@@ -134,7 +140,7 @@ def layout(panels):
             if hours:
                 ax.set_xlim(0, hours)
             seeds = [len(group) for _, _, group in curves] or [0]
-            ax.text(0.98, 0.03, paper_note(panel, hours, seeds), transform=ax.transAxes, ha="right",
+            ax.text(0.98, 0.03, paper_note(panel, hours, seeds, runs), transform=ax.transAxes, ha="right",
                     va="bottom", fontsize=8, color="dimgrey")  # fmt: skip
             ax.set_title(panel.title, color="dimgrey")
             ax.set_xlabel("Physical time (hours)")

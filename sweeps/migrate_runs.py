@@ -134,9 +134,10 @@ def relabelled(run):
 
 def migrate(folders, dry_run=False):
     """Rewrite every run.json under the folders (recursively) that predates SCHEMA, and label again those at SCHEMA
-    whose script's defaults changed since (CHANGED_DEFAULTS) where their label differs. Returns (rewritten, left as
-    they are) paths."""
-    rewritten, left = [], []
+    whose script's defaults changed since (CHANGED_DEFAULTS) where their label differs. Every file is read and its
+    new text made before any is written, so a refused one leaves all as they were. Returns (rewritten, left as they
+    are) paths."""
+    writes, left = {}, []
     for folder in folders:
         for path in sorted(Path(folder).rglob("run.json")):
             run = read_run(path, schema=None)
@@ -152,11 +153,10 @@ def migrate(folders, dry_run=False):
                 new_run = migrated(run)
             text = path.read_text()
             indent = 1 if text.startswith("{\n ") and not text.startswith("{\n  ") else 2 if "\n" in text else None
-            new_text = json.dumps(new_run, indent=indent) + ("\n" if text.endswith("\n") else "")
-            if not dry_run:
-                replace_atomically(path, "w", lambda file, new_text=new_text: file.write(new_text))
-            rewritten.append(path)
-    return rewritten, left
+            writes[path] = json.dumps(new_run, indent=indent) + ("\n" if text.endswith("\n") else "")
+    for path, new_text in writes.items() if not dry_run else ():
+        replace_atomically(path, "w", lambda file, new_text=new_text: file.write(new_text))
+    return list(writes), left
 
 
 def main(argv=None):
@@ -166,7 +166,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         rewritten, left = migrate(args.folders, args.dry_run)
-    except RefusedRuns as error:
+    except (RefusedRuns, ValueError) as error:
         sys.exit(f"error: {error}")
     print(f"{'would rewrite' if args.dry_run else 'rewrote'} {len(rewritten)} run.json; left {len(left)} as they are "
           f"(at schema {SCHEMA} with today's label, or still running)")  # fmt: skip

@@ -89,8 +89,11 @@ def test_a_kept_run_of_a_changed_default_is_labelled_again_once(tmp_path):
     assert again == run | {"label": "DDPG-unscaled+policy_learning_rate=0.02"} and list(again) == list(run)
     assert [len(paths) for paths in migrate([tmp_path])] == [0, 1]
     (tmp_path / "old" / "run.json").write_text(json.dumps(run | {"identity": "0" * 16}))
+    (tmp_path / "first").mkdir()  # read before the refused one: not written either
+    (tmp_path / "first" / "run.json").write_text(json.dumps(run))
     with pytest.raises(ValueError, match="would change its identity"):
         migrate([tmp_path])
+    assert json.loads((tmp_path / "first" / "run.json").read_text())["label"] == "DDPG-unscaled"
 
 
 def test_a_new_run_is_labelled_as_the_migration_labels_a_kept_one():
