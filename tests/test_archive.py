@@ -62,6 +62,7 @@ KEPT_GRIDS = [
     *[((f"../research/pendulum_ddpg_{probe}",), ("dt=0.01",), f"{RESULTS}/pendulum_ddpg_probes/{probe}")
       for probe in ("policy_lr_01", "authors_rates", "tau_09", "authors_ou")],  # issue 84 §2: DDPG's probes
     (("../research/pendulum_dau_policy_lr_01",), ("dt=0.01",), f"{RESULTS}/pendulum_dau_policy_lr_01"),  # 84 §4
+    (("../research/halfcheetah_dau_policy_lr_01",), (), f"{RESULTS}/halfcheetah_dau_policy_lr_01"),  # 84 §4
     (("../authors/pendulum_ddpg",), ("dt=0.01,0.005,0.002",), f"{RESULTS}/authors_pendulum_ddpg"),  # 84 §3: their
     (("../authors/cartpole_dqn",), ("dt=0.01",), f"{RESULTS}/authors_cartpole_dqn"),  # baselines on our grid
     *[((f"../authors/pendulum_ddpg_{probe}",), (), f"{RESULTS}/authors_pendulum_ddpg_probes/{probe}")
@@ -88,7 +89,7 @@ VARIANT_GRIDS = [
     grid
     for grid in KEPT_GRIDS
     if any("research" in name or "horizon" in name for name in grid[0])
-    and not any("pendulum_ddpg_" in name or "pendulum_dau_policy" in name for name in grid[0])
+    and not any("pendulum_ddpg_" in name or "dau_policy_lr" in name for name in grid[0])
 ]
 
 
