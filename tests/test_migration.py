@@ -76,6 +76,7 @@ COMMAND_LINES = {
 }
 
 
+@pytest.mark.slow  # imports the scripts and makes an env to label a run (15 s)
 def test_a_kept_run_of_a_changed_default_is_labelled_again_once(tmp_path):
     """A run.json at SCHEMA written before its script's default changed (CHANGED_DEFAULTS: DDPG's unscaled actor rate,
     issue 84) gets today's label and keeps its identity; a second pass rewrites nothing; one whose identity the new
