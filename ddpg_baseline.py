@@ -68,8 +68,8 @@ class Args(RunArgs):  # RunArgs: the flags that run the experiment (--seed, --tr
     learning_rate: float = 0.1
     """alpha_Q: the critic learning rate is alpha * dt0 (alpha * dt with --scaled)"""
     policy_learning_rate: float | None = None
-    """alpha_pi: the policy learning rate is alpha_pi * dt0 (alpha_pi * dt with --scaled); None: --learning-rate
-    (unscaled, the appendix's alpha~^Q dt0), the env's default with --scaled (table above)"""
+    """alpha_pi: the policy learning rate is alpha_pi * dt0 (alpha_pi * dt with --scaled);
+    None: --learning-rate unscaled (the appendix's alpha~^Q dt0), the env's default with --scaled (table above)"""
     ou_kappa: float = 7.5
     """stiffness of the Ornstein-Uhlenbeck exploration noise (per second)"""
     ou_sigma: float = 1.5

@@ -119,7 +119,11 @@ def test_each_sweep_files_agent_command_runs_its_script(dt, files, workdir):
         assert run["dt"] == dt and run["args"]["track"] and run["args"]["seed"] == 1
         settings = ENV_SETTINGS[gym.spec(run["args"]["env_id"]).name]  # the table reaches every agent's run
         for key in set(settings) & set(run["args"]) - {"total_time", "eval_every"}:  # the budget is the sweep's
-            assert run["args"][key] == settings[key], (run["script"], key)
+            wanted = {settings[key]}
+            if key == "policy_learning_rate" and run["script"] == "ddpg_baseline.py" and not run["args"]["scaled"]:
+                # the unscaled actor takes the critic's rate (issue 84); a README row made before pins the table's
+                wanted.add(run["args"]["learning_rate"])
+            assert run["args"][key] in wanted, (run["script"], key)
         assert math.isfinite(run["final_scaled_return"]) and run["updates"] == 50 and run["args"]["time_limit"] == 1
     assert len(list(workdir.glob("wandb/offline-run-*"))) == len(runs)
 
