@@ -15,6 +15,7 @@ ends at our budget, and says the paper's axis beside it: CartPole's runs come fr
 paper's 3.5 h), the others from `--results` (the top-level grids).
 """
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ DT_RANGE = (5e-4, 5e-2)  # the colour bars' ends, the paper's
 LABELS = ("DAU", "DDPG-unscaled", "DQN-unscaled")  # the paper scripts' default runs
 # A DDPG grid made before issue 84 changed the unscaled actor's default rate is labelled with its old rate; a panel
 # without a DDPG-unscaled grid draws it in that place, and its note says so.
-OLD_ACTOR = "DDPG-unscaled+policy_learning_rate="
+OLD_ACTOR = re.compile(r"DDPG-unscaled\+policy_learning_rate=([\d.]+)")  # that label and no other option
 
 
 class Panel(NamedTuple):
@@ -80,7 +81,7 @@ def kept_runs(results, cartpole):
     for panel in PANELS:
         folder = cartpole if panel.env_id == "CartPole-v1" else results
         runs = load_runs(folder, [panel.env_id], need_lines=False).get(panel.env_id, {})
-        drawn = [label for label in runs if label in LABELS or (label.startswith(OLD_ACTOR) and LABELS[1] not in runs)]
+        drawn = [label for label in runs if label in LABELS or (OLD_ACTOR.fullmatch(label) and LABELS[1] not in runs)]
         panels.append((panel, {label: runs[label] for label in sorted(drawn)}))
         left_out[panel.env_id] = sorted(label for label in runs if label not in drawn)
     return panels, left_out
@@ -103,7 +104,7 @@ def paper_note(panel, hours, seeds, labels=()):
         axis = f"paper's axis the same, {panel.paper_hours:g} h"
     else:
         axis = f"paper's axis {panel.paper_hours:g} h" + (" \u2192" if panel.paper_hours > hours else "")
-    old = [label.split("=")[1] for label in labels if label.startswith(OLD_ACTOR)]
+    old = [match.group(1) for label in labels if (match := OLD_ACTOR.fullmatch(label))]
     return f"ours {hours:.2g} h, {seeds}; {axis}" + (f"\nDDPG's old actor rate, {old[0]} dt0" if old else "")
 
 
