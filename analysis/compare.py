@@ -42,8 +42,8 @@ class Options:
     """the variants' names in the table, one per folder; empty: the folders' names"""
     reference: Path = Path("docs/results")
     """the folder of the paper's DAU runs"""
-    reference_label: str = "paper's DAU"
-    """the reference's name in the table"""
+    reference_label: str = ""
+    """the reference's name in the table; empty: "paper's DAU" for DAU, else --reference-algorithm (DQN-unscaled...)"""
     reference_algorithm: str = "DAU"
     """the label of the reference's runs in its folder (harness/archive.py's: DAU, DAU+round_seconds=0.1,
     DDPG-unscaled...); the variants' runs are those of its method (DAU, DDPG or DQN)"""
@@ -93,19 +93,8 @@ def comparison_table(options):
     if not reference_runs:
         sys.exit(f"error: no finished {options.env_id} runs in {options.reference}")
     _, untrained, best = env_scores(reference_runs)
-    labels = options.labels or tuple(folder.name for folder in options.variants)
-    if len(set((options.reference_label, *labels))) < len(labels) + 1:
-        sys.exit(f"error: each folder needs its own label, got {options.reference_label!r} and {', '.join(labels)}")
-    method = re.split(r"[-+@]", options.reference_algorithm)[0]  # DDPG-unscaled's runs are DDPG's
-    rows = {options.reference_label: method_scores(options.reference, options.env_id, options.total_time, seeds,
-                                                   options.reference_algorithm, method)}  # fmt: skip
-    rows |= {label: method_scores(folder, options.env_id, options.total_time, seeds, method=method)
-             for label, folder in zip(labels, options.variants, strict=True)}  # fmt: skip
-    if options.dts:  # the variants and the reference at these dt alone; the scale stays the reference table's
-        rows = {label: {dt: runs for dt, runs in scores.items() if any(archive.same_value(dt, wanted)
-                                                                       for wanted in options.dts)}
-                for label, scores in rows.items()}  # fmt: skip
-    reference = rows[options.reference_label]
+    reference_label, labels, method, rows = score_rows(options, seeds)
+    reference = rows[reference_label]
     dts = sorted(reference, reverse=True)
     if not all(rows.values()) or any(set(scores) - set(dts) for scores in rows.values()):
         found = "; ".join(f"{label}: {sorted(scores)}" for label, scores in rows.items())
@@ -131,19 +120,36 @@ def comparison_table(options):
             f"| {label} (n={seeds}) | " + " | ".join(cells) + f" | {ratio_text} | {slope_text} | {worst_text} |"
         )
     for label in labels:
-        cells = []
-        for dt in dts:
-            if dt not in rows[label]:
-                cells.append("—")
-                continue
-            cells.append(improvement_cell(rows[label][dt], reference[dt], options.resamples))
-        lines.append(f"| P({label} > {options.reference_label}) | " + " | ".join(cells) + " | | | |")
+        cells = [improvement_cell(rows[label][dt], reference[dt], options.resamples) if dt in rows[label] else "—"
+                 for dt in dts]  # fmt: skip
+        lines.append(f"| P({label} > {reference_label}) | " + " | ".join(cells) + " | | | |")
     lines += ["", f"Scale of the score: untrained {untrained:.1f}, best {best:.1f} ({options.reference}'s table)."]
     lines += ["", "Every step (each variant's mean score minus the reference's, intervals simultaneous over the dt):"]
     for label in labels:
         lines.append(f"- {label}: " + step_verdict(normalised(rows[label], untrained, best),
                                                     normalised(reference, untrained, best)))  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def score_rows(options, seeds):
+    """The reference's name, the variants' names, the method compared and {name: {dt: [run scores]}}, the reference
+    first; with --dts, only those dt."""
+    labels = options.labels or tuple(folder.name for folder in options.variants)
+    reference_label = options.reference_label or (
+        "paper's DAU" if options.reference_algorithm == "DAU" else options.reference_algorithm
+    )
+    if len(set((reference_label, *labels))) < len(labels) + 1:
+        sys.exit(f"error: each folder needs its own label, got {reference_label!r} and {', '.join(labels)}")
+    method = re.split(r"[-+@]", options.reference_algorithm)[0]  # DDPG-unscaled's runs are DDPG's
+    rows = {reference_label: method_scores(options.reference, options.env_id, options.total_time, seeds,
+                                           options.reference_algorithm, method)}  # fmt: skip
+    rows |= {label: method_scores(folder, options.env_id, options.total_time, seeds, method=method)
+             for label, folder in zip(labels, options.variants, strict=True)}  # fmt: skip
+    if options.dts:  # the variants and the reference at these dt alone; the scale stays the reference table's
+        rows = {label: {dt: runs for dt, runs in scores.items() if any(archive.same_value(dt, wanted)
+                                                                       for wanted in options.dts)}
+                for label, scores in rows.items()}  # fmt: skip
+    return reference_label, labels, method, rows
 
 
 def step_verdict(variant, reference):

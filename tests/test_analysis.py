@@ -553,6 +553,8 @@ def test_compare_sets_a_baselines_probe_beside_the_baseline_and_leaves_the_other
     rows = compare.comparison_table(options).splitlines()
     assert rows[2].startswith("| DDPG (n=2) | -590.0 [-600.0, -580.0] |")  # not DAU's -140
     assert rows[3].startswith("| tau 0.9 (n=2) | -290.0 [-300.0, -280.0] |")
+    unnamed = compare.comparison_table(dataclasses.replace(options, reference_label="")).splitlines()
+    assert unnamed[2].startswith("| DDPG-unscaled (n=2) |") and unnamed[4].startswith("| P(tau 0.9 > DDPG-unscaled) |")
     with pytest.raises(SystemExit, match="each folder needs DDPG runs"):
         compare.comparison_table(dataclasses.replace(options, variants=(tmp_path / "kept",), labels=("DAU runs",),
                                                      reference_algorithm="DDPG-scaled"))  # fmt: skip
