@@ -46,11 +46,17 @@ def env_settings(env):
 
 def settings_help(args_class):
     """The table of env_settings as text, for the --help of a script whose arguments are `args_class` (a dataclass):
-    the columns of the flags it has only (the discrete scripts have no --policy-learning-rate, DAU no --tau)."""
+    the columns of the flags it has only (the discrete scripts have no --policy-learning-rate, DAU no --tau), and a
+    note where a column holds for --scaled only."""
     flags = {field.name for field in dataclasses.fields(args_class)}
     columns = {"total_time": "total-time", "eval_every": "eval-every", "buffer_time": "buffer-time",
                "normalize_obs": "normalize", "policy_learning_rate": "policy-lr", "tau": "tau"}  # fmt: skip
     columns = {key: header for key, header in columns.items() if key in flags}
+    # The appendix's unscaled variant gives the actor the critic's alpha~^Q (ddpg_baseline.py's __post_init__): a
+    # script with both variants takes this column with --scaled only.
+    scaled_only = "scaled" in flags and "policy_learning_rate" in columns
+    if scaled_only:
+        columns["policy_learning_rate"] += "*"
     rows = [(name, settings) for name, settings in ENV_SETTINGS.items() if name != "BipedalWalkerHardcore"]
     rows += [("other MuJoCo", {**MUJOCO_SETTINGS, "buffer_time": "1e6 steps"}),
              ("other", {**OTHER_SETTINGS, "buffer_time": "1e6 steps"})]  # fmt: skip
@@ -58,4 +64,6 @@ def settings_help(args_class):
              f"  {'env':<14}" + "".join(f"{header:>12}" for header in columns.values())]  # fmt: skip
     for name, settings in rows:
         lines.append(f"  {name:<14}" + "".join(f"{settings[key]!s:>12}" for key in columns))
+    if scaled_only:
+        lines.append("  * with --scaled only; unscaled, the actor takes --learning-rate (the appendix's alpha~^Q dt0)")
     return "\n".join(lines)
