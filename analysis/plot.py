@@ -38,7 +38,7 @@ import numpy as np
 import tyro
 
 from analysis.robustness import interval
-from analysis.scores import load_runs
+from analysis.scores import common_evaluations, load_runs
 from analysis.tables import check_page, page_markers, robustness_table, shown, write_page
 from harness.archive import RefusedRuns
 
@@ -65,12 +65,12 @@ class Options:
 
 
 def mean_curve(curves):
-    """Seeds' curves aligned by evaluation index (every run evaluates at the same physical times, up to
-    one round): mean time, mean return, and the 95% bootstrap interval of the mean (the mean itself for
+    """Seeds' curves at the evaluations they all made (common_evaluations: every run evaluates at the same physical
+    times, up to one round): mean time, mean return, and the 95% bootstrap interval of the mean (the mean itself for
     a single run)."""
-    length = min(len(curve.times) for curve in curves)
-    times = np.mean([curve.times[:length] for curve in curves], axis=0)
-    returns = np.array([curve.returns[:length] for curve in curves])
+    rows = common_evaluations(curves)
+    times = np.mean([curve.times[kept] for curve, kept in zip(curves, rows, strict=True)], axis=0)
+    returns = np.array([curve.returns[kept] for curve, kept in zip(curves, rows, strict=True)])
     band = interval((returns,), np.mean, vectorized=True)
     low, high = band if band else (returns.mean(0), returns.mean(0))
     return times, returns.mean(0), low, high

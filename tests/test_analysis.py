@@ -125,6 +125,23 @@ def test_the_probability_of_improvement_counts_pairs_of_runs_and_ties_as_half():
     assert tables.improvement_cell(*pair) == f"{7 / 12:.2f} [{batched[0]:.2f}, {batched[1]:.2f}]"
 
 
+def test_seeds_curves_are_averaged_at_the_evaluations_they_all_made():
+    """A run that abandoned an evaluation after a SIGTERM (its row missing at 300 s) is averaged with the others at
+    the same physical times, not row by row; the time it lacks is left out, and a run one round late still counts."""
+    from analysis.plot import mean_curve
+    from analysis.scores import Curve
+
+    whole = Curve(np.array([0.0, 150.0, 300.0, 450.0, 600.0]), np.array([0.0, 1.0, 2.0, 3.0, 4.0]), 1.0, 600.0)
+    gap = Curve(np.array([0.0, 150.0, 450.0, 600.0]), np.array([10.0, 11.0, 13.0, 14.0]), 1.0, 600.0)
+    late = Curve(whole.times + 2.56, whole.returns + 20.0, 1.0, 600.0)  # one round (256 envs x 10 steps x 0.001)
+    times, mean, low, high = mean_curve([whole, gap, late])
+    np.testing.assert_allclose(times, [0.85333, 150.85333, 450.85333, 600.85333], rtol=1e-5)
+    np.testing.assert_allclose(mean, [10.0, 11.0, 13.0, 14.0])
+    assert np.all(low <= mean) and np.all(mean <= high)
+    times, mean, *_ = mean_curve([gap])
+    np.testing.assert_allclose(mean, gap.returns)
+
+
 def test_the_robustness_ratio_when_a_dt_or_every_dt_ends_below_untrained(tmp_path):
     from analysis import scores, tables
 
