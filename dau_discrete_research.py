@@ -488,11 +488,9 @@ if __name__ == "__main__":
         capturable=device.type == "cuda",  # its step counts on the GPU, as a CUDA graph needs; the same arithmetic
     )  # fmt: skip
     envs = make_vector_env(args, dt, args.num_envs, args.seed, args.env_workers)  # --env-workers: in K processes
-    # run.replay_rows: --buffer-time in transitions at this dt, at most what the run collects (run.collected_rows)
-    replay_rows = run.replay_rows
-    if args.buffer_transitions is not None:  # a ring of N transitions, N dt seconds, at every dt
-        replay_rows = min(args.buffer_transitions, run.collected_rows)
-    buffer = ReplayBuffer(replay_rows, obs_dim, device, args.num_envs if args.value_horizon else None)
+    # run.replay_rows: --buffer-time in transitions at this dt (--buffer-transitions: a ring of N transitions, N dt
+    # seconds, at every dt), at most what the run collects
+    buffer = ReplayBuffer(run.replay_rows, obs_dim, device, args.num_envs if args.value_horizon else None)
     value_horizon_steps = max(1, round(args.value_horizon / dt)) if args.value_horizon else 1  # its n, >= 1
     noise = OUNoise((args.num_envs, num_actions), args.ou_kappa, args.ou_sigma, dt, device)
     spread = RunningSpread(args.ou_kappa, dt, device)  # --exploration ou-scaled's measure of A's scale
