@@ -256,16 +256,16 @@ def draw_overlay(rgb, result, options, scale=4):
     sheet.save(options.overlay)
 
 
-def markdown(result, options):
-    """The readings as Markdown: the calibration, the table of values, and the table of how sure each is."""
-    box, x_axis, y_axis, tolerance = result.box, result.x_axis, result.y_axis, options.tolerance
+def calibration(result, options):
+    """The lines that say how the panel was read: its plot area, its axes' fit, the bars' colours and the reading."""
+    box, x_axis, y_axis = result.box, result.x_axis, result.y_axis
 
     def grid(axis):
         if axis.grid_offset is None:
             return "no grid line seen at a tick"
         return f"a grid line at {axis.grid_seen} of them, within {axis.grid_offset:.1f} px"
 
-    lines = [
+    return [
         f"Panel {options.panel}: plot area rows {box.top}-{box.bottom}, columns {box.left}-{box.right}. "
         f"x: {1 / x_axis.slope:.1f} px an hour ({x_axis.slope:.4f} h a pixel; {len(x_axis.ticks)} ticks, fit within "
         f"{x_axis.residual:.2f} px, {grid(x_axis)}); y: {abs(y_axis.slope):.2f} returns a pixel "
@@ -280,9 +280,15 @@ def markdown(result, options):
         + ".",
         "",
         f"Scaled return: the median over the columns within {options.window:g} h of each hour of the curve's pixel "
-        f"in each column [their range] (tolerance {tolerance:g})",
+        f"in each column [their range] (tolerance {options.tolerance:g})",
         "",
     ]
+
+
+def markdown(result, options):
+    """The readings as Markdown: the calibration, the table of values, and the table of how sure each is."""
+    tolerance = options.tolerance
+    lines = calibration(result, options)
     curves = list(result.readings)
     header = "| hour | " + " | ".join(f"{name} dt {dt:g}" for name, dt in curves) + " |"
     lines += [header, "|---" * (len(curves) + 1) + "|"]
