@@ -236,21 +236,27 @@ def main(options):
     save_figure(figure, options.out)
     print(f"figure: {options.out}")
     if options.table:
-        groups = {"": lambda score: True}
-        if options.split is not None:
-            below, rest = f", second-half mean below {options.split:g}", f", second-half mean {options.split:g} or more"
-            groups = {below: lambda score: score < options.split, rest: lambda score: score >= options.split}
-        tables = []
-        for (folder, algorithm), by_dt in sources.items():
-            for title, member in groups.items():
-                kept = {dt: [(times, columns) for times, columns in seeds if member(columns["run_score"][0])]
-                        for dt, seeds in by_dt.items()}  # fmt: skip
-                kept = {dt: seeds for dt, seeds in kept.items() if seeds}
-                table = (probe_table(kept, *options.probe) if options.probe
-                         else summary_table(kept, options.window, options.reward_rate))  # fmt: skip
-                tables.append(f"{algorithm}, {folder}{title}:\n\n{table}")
-        print("\n".join(tables))
-        options.table.write_text("\n".join(tables))
+        tables = "\n".join(split_tables(sources, options))
+        print(tables)
+        options.table.write_text(tables)
+
+
+def split_tables(sources, options):
+    """The --table's tables, one per folder and algorithm, or two with --split (the runs below it, and the rest)."""
+    groups = {"": lambda score: True}
+    if options.split is not None:
+        below, rest = f", second-half mean below {options.split:g}", f", second-half mean {options.split:g} or more"
+        groups = {below: lambda score: score < options.split, rest: lambda score: score >= options.split}
+    tables = []
+    for (folder, algorithm), by_dt in sources.items():
+        for title, member in groups.items():
+            kept = {dt: [(times, columns) for times, columns in seeds if member(columns["run_score"][0])]
+                    for dt, seeds in by_dt.items()}  # fmt: skip
+            kept = {dt: seeds for dt, seeds in kept.items() if seeds}
+            table = (probe_table(kept, *options.probe) if options.probe
+                     else summary_table(kept, options.window, options.reward_rate))  # fmt: skip
+            tables.append(f"{algorithm}, {folder}{title}:\n\n{table}")
+    return tables
 
 
 if __name__ == "__main__":
