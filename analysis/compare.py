@@ -1,7 +1,7 @@
 """DAU variants beside the paper's DAU on one environment (or a baseline's beside the paper's baseline, with
 --reference-algorithm DDPG-unscaled or DQN-unscaled): each run's score per dt, the invariance statistic
 (fine/coarse and the slope per halving, analysis/robustness.py's invariance()) and the worst / best dt ratio on the
-reference table's scale, the probability that a variant's run scores above a run of the paper's DAU, and each
+reference table's scale, the probability that a variant's run scores above a run of the reference, and each
 variant's every-step verdict. Run from the repository root:
 
     python -m analysis.compare --variants docs/results/cartpole_ou_sigma_15_grid docs/results/cartpole_ou_scaled_grid \
@@ -41,9 +41,9 @@ class Options:
     labels: tuple[str, ...] = ()
     """the variants' names in the table, one per folder; empty: the folders' names"""
     reference: Path = Path("docs/results")
-    """the folder of the paper's DAU runs"""
+    """the folder of the reference's runs (by default the paper's DAU's: docs/results)"""
     reference_label: str = ""
-    """the reference's name in the table; empty: "paper's DAU" for DAU, else --reference-algorithm (DQN-unscaled...)"""
+    """the reference's name in the table; empty: "paper's DAU" for DAU, else its label (DQN-unscaled, DAU-authors...)"""
     reference_algorithm: str = "DAU"
     """the label of the reference's runs in its folder (harness/archive.py's: DAU, DAU+round_seconds=0.1,
     DDPG-unscaled...); the variants' runs are those of its method (DAU, DDPG or DQN)"""

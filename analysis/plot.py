@@ -65,9 +65,9 @@ class Options:
 
 
 def mean_curve(curves):
-    """Seeds' curves at the evaluations they all made (common_evaluations: every run evaluates at the same physical
-    times, up to one round): mean time, mean return, and the 95% bootstrap interval of the mean (the mean itself for
-    a single run)."""
+    """Seeds' curves at the evaluations they all made (common_evaluations: the seeds of one dt evaluate at the same
+    physical times, but a run may lack one): mean time, mean return, and the 95% bootstrap interval of the mean (the
+    mean itself for a single run)."""
     rows = common_evaluations(curves)
     times = np.mean([curve.times[kept] for curve, kept in zip(curves, rows, strict=True)], axis=0)
     returns = np.array([curve.returns[kept] for curve, kept in zip(curves, rows, strict=True)])

@@ -54,16 +54,19 @@ def read_curve(run_dir, run):
 
 def common_evaluations(curves):
     """For each Curve, the indices of the evaluations every curve made: matched by physical time (to within half the
-    curves' interval between evaluations), not by row, since an evaluation abandoned after a SIGTERM leaves its row
-    out of one run's evals.csv (harness/evaluations.py) and its later rows would otherwise meet other times."""
-    gaps = [np.median(np.diff(curve.times)) for curve in curves if len(curve.times) > 1]
-    tolerance = min(gaps) / 2 if gaps else math.inf
+    shortest gap between two evaluations of one curve, the final one's included), not by row, since an evaluation
+    abandoned after a SIGTERM leaves its row out of one run's evals.csv (harness/evaluations.py) and its later rows
+    would otherwise meet other times. A ValueError if no evaluation is common to all."""
+    gaps = [gap for curve in curves for gap in np.diff(curve.times) if gap > 0]
+    tolerance = min(gaps) / 2 if gaps else 1e-6  # one evaluation each: the same time only
     slots = []  # [first time, {curve: row}], in time order
     for time, index, row in sorted((t, i, r) for i, curve in enumerate(curves) for r, t in enumerate(curve.times)):
         if not slots or time - slots[-1][0] >= tolerance or index in slots[-1][1]:
             slots.append([time, {}])
         slots[-1][1][index] = row
     common = [rows for _, rows in slots if len(rows) == len(curves)]
+    if not common:
+        raise ValueError(f"no evaluation time common to the {len(curves)} curves")
     return [np.array([rows[index] for rows in common], dtype=int) for index in range(len(curves))]
 
 

@@ -53,7 +53,7 @@ def settings_help(args_class):
                "normalize_obs": "normalize", "policy_learning_rate": "policy-lr", "tau": "tau"}  # fmt: skip
     columns = {key: header for key, header in columns.items() if key in flags}
     # The appendix's unscaled variant gives the actor the critic's alpha~^Q (ddpg_baseline.py's __post_init__): a
-    # script with both variants takes this column with --scaled only.
+    # script with both variants takes this column as its default with --scaled only.
     scaled_only = "scaled" in flags and "policy_learning_rate" in columns
     if scaled_only:
         columns["policy_learning_rate"] += "*"
@@ -65,5 +65,5 @@ def settings_help(args_class):
     for name, settings in rows:
         lines.append(f"  {name:<14}" + "".join(f"{settings[key]!s:>12}" for key in columns))
     if scaled_only:
-        lines.append("  * with --scaled only; unscaled, the actor takes --learning-rate (the appendix's alpha~^Q dt0)")
+        lines.append("  * the default with --scaled only; unscaled, --learning-rate's (the appendix's alpha~^Q dt0)")
     return "\n".join(lines)

@@ -215,7 +215,7 @@ def test_the_help_shows_the_per_environment_defaults_of_the_scripts_own_flags(sc
     assert exited.value.code == 0 and header.split() == ["env", "total-time", "eval-every", "buffer-time", "normalize",
                                                          *OWN_COLUMNS[script]]  # fmt: skip
     # the unscaled DDPG's actor takes the critic's rate, not the column's (issue 84)
-    note = [line for line in lines if line.strip().startswith("* with --scaled only")]
+    note = [line for line in lines if line.strip().startswith("* the default with --scaled only")]
     assert len(note) == ("policy-lr*" in OWN_COLUMNS[script])
 
 
