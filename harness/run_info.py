@@ -70,8 +70,10 @@ ALGORITHMS = {"dau_continuous.py": "DAU", "dau_discrete.py": "DAU", "dau_discret
 # authors' own DAU and unscaled baselines (sweeps/authors_code.py).
 OTHER_CODE = {"authors_code.py": {"ddau": ("DAU", "DAU-authors"), "dqn": ("DQN", "DQN-authors"),
                                   "ddpg": ("DDPG", "DDPG-authors")}}  # fmt: skip
-# Other code's options, in its label where on (not at VALUE_BEFORE): DDPG-authors+target_tau=0.9.
-OTHER_CODE_OPTIONS = ("target_tau", "no_training_time_limit")
+# Other code's options and their defaults (sweeps/authors_code.py's Args; a test checks them), in its label where
+# another value is given: DDPG-authors+target_tau=0.9, DDPG-authors+num_envs=128.
+OTHER_CODE_OPTIONS = {"target_tau": 0.0, "no_training_time_limit": False, "num_envs": 256, "steps_per_round": 10,
+                      "updates_per_round": 50}  # fmt: skip
 BASELINES = ("ddpg_baseline.py", "dqn_baseline.py")  # named with their variant: DQN-unscaled, DQN-scaled
 # Not in a label: the run's place in the grid (env, dt, seed), its budget and evaluation, and what changes nothing
 # computed (NOT_COMPUTED); "scaled" is in the baselines' name.
@@ -111,7 +113,7 @@ def describe_run(script, args, expected):
     if expected is not None:
         label = changed_args(label, args, expected)
     elif other is not None:
-        label = changed_args(label, {key: args[key] for key in OTHER_CODE_OPTIONS if key in args}, VALUE_BEFORE)
+        label = changed_args(label, {key: args[key] for key in OTHER_CODE_OPTIONS if key in args}, OTHER_CODE_OPTIONS)
     return {"schema": SCHEMA, "identity": run_identity(name, args), "algorithm": algorithm, "label": label}
 
 

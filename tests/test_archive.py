@@ -66,7 +66,8 @@ KEPT_GRIDS = [
     (("../authors/pendulum_ddpg",), ("dt=0.01,0.005,0.002",), f"{RESULTS}/authors_pendulum_ddpg"),  # 84 §3: their
     (("../authors/cartpole_dqn",), (), f"{RESULTS}/authors_cartpole_dqn"),  # on our grid
     *[((f"../authors/pendulum_ddpg_{probe}",), (), f"{RESULTS}/authors_pendulum_ddpg_probes/{probe}")
-      for probe in ("no_resets", "tau_09")],  # issue 84 §3: two settings their code allows
+      for probe in ("no_resets", "tau_09", "128_envs")],  # issue 84 §3: settings their code allows
+    (("../research/pendulum_ddpg_128_envs",), (), f"{RESULTS}/pendulum_ddpg_probes/128_envs"),  # the figure's epochs
 ]  # fmt: skip
 
 

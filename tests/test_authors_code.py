@@ -4,6 +4,7 @@
 The shims' tests need no copy of the authors' code. The tests that run their code skip unless a checkout of
 ctallec/continuous-rl is named by $DAU_AUTHORS_CHECKOUT (docs/research/authors_code.md says how to get one)."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 from helpers import ROOT, read_csv
 
 from dt_wrappers import make_env
+from harness import run_info
 from sweeps import authors_code
 from sweeps import authors_shims as shims
 
@@ -187,6 +189,14 @@ def test_our_tools_read_its_runs_as_the_authors_dau():
     assert (
         described({"script": "authors_code.py", "args": probe})["label"] == "DDPG-authors+no_training_time_limit=True"
     )
+    # Their round's settings too (128 envs, issue 84), each against its default there, which the label leaves out.
+    # every argument their runs record (run.json), as a run of the runner has them
+    recorded = dataclasses.asdict(authors_code.Args(algo="ddpg", env_id="Pendulum-v1"))
+    assert described({"script": "authors_code.py", "args": recorded})["label"] == "DDPG-authors"
+    probe = recorded | {"num_envs": 128}
+    assert described({"script": "authors_code.py", "args": probe})["label"] == "DDPG-authors+num_envs=128"
+    defaults = authors_code.Args()
+    assert run_info.OTHER_CODE_OPTIONS == {name: getattr(defaults, name) for name in run_info.OTHER_CODE_OPTIONS}
     before = {"env_id": "CartPole-v1", "dt": 0.01, "seed": 1}  # a run of their DAU from before --algo: the same point
     assert described({"script": "authors_code.py", "args": before})["identity"] == described(
         {"script": "authors_code.py", "args": before | {"algo": "ddau"}})["identity"]  # fmt: skip
