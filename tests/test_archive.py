@@ -68,6 +68,8 @@ KEPT_GRIDS = [
     *[((f"../authors/pendulum_ddpg_{probe}",), (), f"{RESULTS}/authors_pendulum_ddpg_probes/{probe}")
       for probe in ("no_resets", "tau_09", "128_envs")],  # issue 84 §3: settings their code allows
     (("../research/pendulum_ddpg_128_envs",), (), f"{RESULTS}/pendulum_ddpg_probes/128_envs"),  # the figure's epochs
+    *[((f"../research/cartpole_dqn_authors_ou_{step}",), (), f"{RESULTS}/cartpole_dqn_probes/authors_ou_{step}")
+      for step in ("0001", "00005")],  # issue 84 §4: DQN with the authors' exploration noise
 ]  # fmt: skip
 
 
@@ -90,7 +92,7 @@ VARIANT_GRIDS = [
     grid
     for grid in KEPT_GRIDS
     if any("research" in name or "horizon" in name for name in grid[0])
-    and not any("pendulum_ddpg_" in name or "dau_policy_lr" in name for name in grid[0])
+    and not any(probe in name for probe in ("pendulum_ddpg_", "cartpole_dqn_", "dau_policy_lr") for name in grid[0])
 ]
 
 
