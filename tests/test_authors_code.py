@@ -276,7 +276,7 @@ def test_their_code_runs_seeded_and_is_written_as_our_runs(tmp_path):
                                  "eval_every=0.4", "num_envs=4", "num_eval_envs=2", "time_limit=0.5"])  # fmt: skip
     (point,) = run_local.grid(sweep)
     assert run_local.point_identity(sweep, point) == archive.identity(run) == run["identity"]
-    assert archive.label(run) == "DAU-authors" and archive.algorithm(run) == "DAU"
+    assert archive.label(run) == "DAU-authors+num_envs=4" and archive.algorithm(run) == "DAU"  # 4 envs, not 256
 
 
 @needs_checkout
