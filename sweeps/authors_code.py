@@ -152,6 +152,40 @@ def updates_done(agent_count, steps_between, updates_per_learn=50, warm_up=10):
     return updates_per_learn * sum(count > warm_up for count in learns)
 
 
+def play(args, theirs, authors_args, made, run_dir, start):
+    """Their `train`, round by round, and their `evaluate` at the first round end at or past each multiple of
+    --eval-every and at the end, written to evals.csv as our runs write it: (rounds, round time, the last scaled
+    return, seconds spent evaluating)."""
+    agent, env, eval_env = made
+    round_steps = args.steps_per_round
+    round_time = round_steps * args.num_envs * args.dt
+    rounds = int(args.total_time / round_time + 1e-9)
+    eval_seconds, evaluations = 0.0, 0
+    path = os.path.join(run_dir, "evals.csv")
+    with open(path, "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["physical_time", "env_steps", "updates", "wall_time", "scaled_return"])
+        obs = env.reset()
+        for round_index in range(rounds + 1):
+            physical_time = round_index * round_time
+            if physical_time >= evaluations * args.eval_every - 1e-9 or round_index == rounds:
+                eval_start = time.time()
+                mean_return = theirs.main.evaluate(args.dt, round_index, eval_env, agent, authors_args.eval_gap,
+                                                   args.time_limit, eval_return=True, no_log=True)  # fmt: skip
+                eval_seconds += time.time() - eval_start
+                scaled = float(mean_return) * args.dt / NATIVE_DT[args.env_id]
+                steps = round_index * round_steps
+                updates = updates_done(steps, round_steps, args.updates_per_round)
+                writer.writerow([f"{physical_time:.6f}", steps * args.num_envs, updates,
+                                 f"{time.time() - start:.2f}", f"{scaled:.4f}"])  # fmt: skip
+                file.flush()
+                print(f"{physical_time:9.2f} s  scaled return {scaled:8.2f}  ({time.time() - start:.0f} s)", flush=True)
+                evaluations = int(physical_time / args.eval_every + 1e-9) + 1
+            if round_index < rounds:
+                obs = theirs.main.train(round_steps, env, agent, obs)
+    return rounds, round_time, scaled, eval_seconds
+
+
 def run(args):
     from harness.files import new_run_dir, save_json
     from harness.run_info import code_version, describe_run, library_versions, machine_info
@@ -180,32 +214,9 @@ def run(args):
     theirs.config.VEnv = lambda env_list: SerialVecEnv(env_list, next(made))
     agent, env, eval_env = theirs.config.configure(authors_args)
 
+    start = time.time()
+    rounds, round_time, scaled, eval_seconds = play(args, theirs, authors_args, (agent, env, eval_env), run_dir, start)
     round_steps = args.steps_per_round
-    round_time = round_steps * args.num_envs * args.dt
-    rounds = int(args.total_time / round_time + 1e-9)
-    start, eval_seconds, evaluations = time.time(), 0.0, 0
-    path = os.path.join(run_dir, "evals.csv")
-    with open(path, "w", newline="") as file:
-        writer = csv.writer(file)
-        writer.writerow(["physical_time", "env_steps", "updates", "wall_time", "scaled_return"])
-        obs = env.reset()
-        for round_index in range(rounds + 1):
-            physical_time = round_index * round_time
-            if physical_time >= evaluations * args.eval_every - 1e-9 or round_index == rounds:
-                eval_start = time.time()
-                mean_return = theirs.main.evaluate(args.dt, round_index, eval_env, agent, authors_args.eval_gap,
-                                                   args.time_limit, eval_return=True, no_log=True)  # fmt: skip
-                eval_seconds += time.time() - eval_start
-                scaled = float(mean_return) * args.dt / NATIVE_DT[args.env_id]
-                steps = round_index * round_steps
-                updates = updates_done(steps, round_steps, args.updates_per_round)
-                writer.writerow([f"{physical_time:.6f}", steps * args.num_envs, updates,
-                                 f"{time.time() - start:.2f}", f"{scaled:.4f}"])  # fmt: skip
-                file.flush()
-                print(f"{physical_time:9.2f} s  scaled return {scaled:8.2f}  ({time.time() - start:.0f} s)", flush=True)
-                evaluations = int(physical_time / args.eval_every + 1e-9) + 1
-            if round_index < rounds:
-                obs = theirs.main.train(round_steps, env, agent, obs)
     env.close()
     eval_env.close()
     steps = rounds * round_steps
