@@ -113,17 +113,20 @@ def test_each_sweep_files_agent_command_runs_its_script(dt, files, workdir):
     runs = finished(workdir)
     sweeps = [run_local.load_sweep(ROOT / path, overrides) for path in sweep_files + readme]
     points = {run_local.point_identity(sweep, point) for sweep in sweeps for point in run_local.grid(sweep)}
+    pinned = {run_local.point_identity(sweep, point) for sweep in sweeps
+              if "policy_learning_rate" in sweep["parameters"] for point in run_local.grid(sweep)}  # fmt: skip
     assert len(sweep_files) == 2 * len(files) and len(readme) == {0.05: 4, 0.01: 8}[dt]
     assert sorted(archive.identity(run) for run in runs) == sorted(points)  # each file's point ran
     for run in runs:
         assert run["dt"] == dt and run["args"]["track"] and run["args"]["seed"] == 1
         settings = ENV_SETTINGS[gym.spec(run["args"]["env_id"]).name]  # the table reaches every agent's run
         for key in set(settings) & set(run["args"]) - {"total_time", "eval_every"}:  # the budget is the sweep's
-            wanted = {settings[key]}
+            wanted = settings[key]
             if key == "policy_learning_rate" and run["script"] == "ddpg_baseline.py" and not run["args"]["scaled"]:
-                # the unscaled actor takes the critic's rate (issue 84); a README row made before pins the table's
-                wanted.add(run["args"]["learning_rate"])
-            assert run["args"][key] in wanted, (run["script"], key)
+                # the unscaled actor takes the critic's rate (issue 84), unless its file pins the table's (a README
+                # row made before)
+                wanted = settings[key] if archive.identity(run) in pinned else run["args"]["learning_rate"]
+            assert run["args"][key] == wanted, (run["script"], key)
         assert math.isfinite(run["final_scaled_return"]) and run["updates"] == 50 and run["args"]["time_limit"] == 1
     assert len(list(workdir.glob("wandb/offline-run-*"))) == len(runs)
 
