@@ -63,8 +63,8 @@ KEPT_GRIDS = [
       for probe in ("policy_lr_01", "authors_rates", "tau_09", "authors_ou")],  # issue 84 §2: DDPG's probes
     (("../research/pendulum_dau_policy_lr_01",), ("dt=0.01",), f"{RESULTS}/pendulum_dau_policy_lr_01"),  # 84 §4
     (("../research/halfcheetah_dau_policy_lr_01",), (), f"{RESULTS}/halfcheetah_dau_policy_lr_01"),  # 84 §4
-    (("../authors/pendulum_ddpg",), ("dt=0.01,0.005,0.002",), f"{RESULTS}/authors_pendulum_ddpg"),  # 84 §3: their
-    (("../authors/cartpole_dqn",), (), f"{RESULTS}/authors_cartpole_dqn"),  # on our grid
+    (("../authors/pendulum_ddpg",), (), f"{RESULTS}/authors_pendulum_ddpg"),  # issue 84 §3: their baselines
+    (("../authors/cartpole_dqn",), (), f"{RESULTS}/authors_cartpole_dqn"),  # on our whole grids
     *[((f"../authors/pendulum_ddpg_{probe}",), (), f"{RESULTS}/authors_pendulum_ddpg_probes/{probe}")
       for probe in ("no_resets", "tau_09", "128_envs")],  # issue 84 §3: settings their code allows
     (("../research/pendulum_ddpg_128_envs",), (), f"{RESULTS}/pendulum_ddpg_probes/128_envs"),  # the figure's epochs
