@@ -63,7 +63,7 @@ KEPT_GRIDS = [
       for probe in ("policy_lr_01", "authors_rates", "tau_09", "authors_ou")],  # issue 84 §2: DDPG's probes
     *[((f"../research/pendulum_ddpg_{probe}",), ("dt=0.0005", "seed=1,2"), f"{RESULTS}/pendulum_ddpg_probes/{folder}")
       for probe, folder in (("policy_lr_01", "policy_lr_01"), ("authors_ou_00005", "authors_ou_00005"))],  # 2 seeds
-    (("../research/pendulum_dau_policy_lr_01",), ("dt=0.01",), f"{RESULTS}/pendulum_dau_policy_lr_01"),  # 84 §4
+    (("../research/pendulum_dau_policy_lr_01",), (), f"{RESULTS}/pendulum_dau_policy_lr_01"),  # 84 §4
     (("../research/halfcheetah_dau_policy_lr_01",), (), f"{RESULTS}/halfcheetah_dau_policy_lr_01"),  # 84 §4
     (("../authors/pendulum_ddpg",), (), f"{RESULTS}/authors_pendulum_ddpg"),  # issue 84 §3: their baselines
     (("../authors/cartpole_dqn",), (), f"{RESULTS}/authors_cartpole_dqn"),  # on our whole grids
