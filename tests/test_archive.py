@@ -69,7 +69,8 @@ KEPT_GRIDS = [
     (("../authors/cartpole_dqn",), (), f"{RESULTS}/authors_cartpole_dqn"),  # on our whole grids
     *[((f"../authors/pendulum_ddpg_{probe}",), (), f"{RESULTS}/authors_pendulum_ddpg_probes/{probe}")
       for probe in ("no_resets", "tau_09", "128_envs")],  # issue 84 §3: settings their code allows
-    (("../research/pendulum_ddpg_128_envs",), (), f"{RESULTS}/pendulum_ddpg_probes/128_envs"),  # the figure's epochs
+    *[((f"../research/pendulum_ddpg_128_envs{step}",), (), f"{RESULTS}/pendulum_ddpg_probes/128_envs{step}")
+      for step in ("", "_00005")],  # the figure's epochs, at dt 0.01 and 0.0005
     (("../research/pendulum_ddpg_authors_actor_00005",), (), f"{RESULTS}/pendulum_ddpg_probes/authors_actor_00005"),
     *[((f"../research/cartpole_dqn_authors_ou_{step}",), (), f"{RESULTS}/cartpole_dqn_probes/authors_ou_{step}")
       for step in ("0001", "00005", "ring_00005")],  # issue 84 §4: DQN with the authors' noise (and their memory)
