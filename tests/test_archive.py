@@ -71,7 +71,9 @@ KEPT_GRIDS = [
       for probe in ("no_resets", "tau_09", "128_envs")],  # issue 84 §3: settings their code allows
     *[((f"../research/pendulum_ddpg_128_envs{step}",), (), f"{RESULTS}/pendulum_ddpg_probes/128_envs{step}")
       for step in ("", "_00005")],  # the figure's epochs, at dt 0.01 and 0.0005
-    (("../research/pendulum_ddpg_authors_actor_00005",), (), f"{RESULTS}/pendulum_ddpg_probes/authors_actor_00005"),
+    *[((f"../research/pendulum_ddpg_{probe}",), (), f"{RESULTS}/pendulum_ddpg_probes/{probe}")
+      for probe in ("authors_actor_00005", "authors_ou_ring_00005", "authors_ring_00005", "authors_noise_00005",
+                    "128_envs_authors_rates", "128_envs_authors_rates_ou")],  # issue 84: their settings in ours
     *[((f"../research/cartpole_dqn_authors_ou_{step}",), (), f"{RESULTS}/cartpole_dqn_probes/authors_ou_{step}")
       for step in ("0001", "00005", "ring_00005")],  # issue 84 §4: DQN with the authors' noise (and their memory)
 ]  # fmt: skip
