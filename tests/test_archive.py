@@ -61,19 +61,17 @@ KEPT_GRIDS = [
     (("../research/cartpole_dau_ring_12600",), (), f"{RESULTS}/cartpole_ring_12600"),  # issue 76 §3: 12600 s
     *[((f"../research/pendulum_ddpg_{probe}",), ("dt=0.01",), f"{RESULTS}/pendulum_ddpg_probes/{probe}")
       for probe in ("policy_lr_01", "authors_rates", "tau_09", "authors_ou")],  # issue 84 §2: DDPG's probes
-    *[((f"../research/pendulum_ddpg_{probe}",), ("dt=0.0005", "seed=1,2"), f"{RESULTS}/pendulum_ddpg_probes/{folder}")
-      for probe, folder in (("policy_lr_01", "policy_lr_01"), ("authors_ou_00005", "authors_ou_00005"))],  # 2 seeds
+    *[((f"../research/pendulum_ddpg_{probe}",), ("dt=0.0005", "seed=1,2"), f"{RESULTS}/pendulum_ddpg_probes/{probe}")
+      for probe in ("policy_lr_01", "authors_ou_00005")],  # 2 seeds at dt 0.0005
     (("../research/pendulum_dau_policy_lr_01",), (), f"{RESULTS}/pendulum_dau_policy_lr_01"),  # 84 §4
     (("../research/halfcheetah_dau_policy_lr_01",), (), f"{RESULTS}/halfcheetah_dau_policy_lr_01"),  # 84 §4
     (("../authors/pendulum_ddpg",), (), f"{RESULTS}/authors_pendulum_ddpg"),  # issue 84 §3: their baselines
     (("../authors/cartpole_dqn",), (), f"{RESULTS}/authors_cartpole_dqn"),  # on our whole grids
     *[((f"../authors/pendulum_ddpg_{probe}",), (), f"{RESULTS}/authors_pendulum_ddpg_probes/{probe}")
       for probe in ("no_resets", "tau_09", "128_envs")],  # issue 84 §3: settings their code allows
-    *[((f"../research/pendulum_ddpg_128_envs{step}",), (), f"{RESULTS}/pendulum_ddpg_probes/128_envs{step}")
-      for step in ("", "_00005")],  # the figure's epochs, at dt 0.01 and 0.0005
     *[((f"../research/pendulum_ddpg_{probe}",), (), f"{RESULTS}/pendulum_ddpg_probes/{probe}")
-      for probe in ("authors_actor_00005", "authors_ou_ring_00005", "authors_ring_00005", "authors_noise_00005",
-                    "128_envs_authors_rates", "128_envs_authors_rates_ou")],  # issue 84: their settings in ours
+      for probe in ("128_envs", "128_envs_00005", "128_envs_authors_rates", "128_envs_authors_rates_ou",
+                    "authors_actor_00005", "authors_ou_ring_00005", "authors_ring_00005", "authors_noise_00005")],
     *[((f"../research/cartpole_dqn_authors_ou_{step}",), (), f"{RESULTS}/cartpole_dqn_probes/authors_ou_{step}")
       for step in ("0001", "00005", "ring_00005")],  # issue 84 §4: DQN with the authors' noise (and their memory)
 ]  # fmt: skip
